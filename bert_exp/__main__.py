@@ -1,0 +1,31 @@
+"""``python -m bert_exp +experiment=NAME [overrides]``: a thin Hydra entry point around run.run()."""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from . import resolvers  # noqa: F401  (registers the config resolvers)
+from .config import resource_dir
+from .errors import UserError
+
+
+@hydra.main(version_base="1.3", config_path=str(resource_dir("conf")), config_name="config")
+def _main(cfg: DictConfig) -> float | None:
+    from .run import run  # imported here so --help and --cfg stay fast
+
+    try:
+        return run(cfg)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    _main()
+
+
+if __name__ == "__main__":
+    main()

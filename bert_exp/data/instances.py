@@ -1,0 +1,118 @@
+"""Pre-training instances, following google-research/bert ``create_pretraining_data.py``.
+
+The corpus is one flat token array; a document is the array of its sentence boundaries (global token
+offsets, ``len = sentences + 1``). An instance is five integers ``(a_start, a_len, b_start, b_len,
+is_random_next)`` pointing into the flat array, so the cache never copies tokens. The algorithm is the
+original's step for step, consuming the random generator identically (a test compares it with the
+original on token lists), with two documented options:
+
+* ``short_seq_per_document``: the original draws the short target length once per *document*, which
+  suits many short documents (Wikipedia articles); with book-length documents that makes whole books
+  short, so by default we draw it again for every instance. ``True`` restores the original.
+* the random next segment comes from another document: the original tries 10 random draws and would
+  keep its own document if all 10 failed; we then draw among the others instead.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+Instance = tuple[int, int, int, int, int]  # a_start, a_len, b_start, b_len, is_random_next (-1: no NSP)
+
+
+def truncate_seq_pair(a: list[int], b: list[int], max_num_tokens: int, rng: random.Random) -> None:
+    """Trims spans ``a`` and ``b`` (``[lo, hi]``, in place) to ``max_num_tokens`` in total, one token
+    at a time from the longer one, at its front or back with equal probability."""
+    while (a[1] - a[0]) + (b[1] - b[0]) > max_num_tokens:
+        trunc = a if (a[1] - a[0]) > (b[1] - b[0]) else b
+        assert trunc[1] - trunc[0] >= 1
+        if rng.random() < 0.5:
+            trunc[0] += 1
+        else:
+            trunc[1] -= 1
+
+
+def _other_document(num_documents: int, document_index: int, rng: random.Random) -> int:
+    for _ in range(10):
+        index = rng.randint(0, num_documents - 1)
+        if index != document_index:
+            return index
+    index = rng.randint(0, num_documents - 2)
+    return index + 1 if index >= document_index else index
+
+
+def create_instances_from_document(
+    documents: list[np.ndarray],
+    document_index: int,
+    max_seq_length: int,
+    short_seq_prob: float,
+    rng: random.Random,
+    short_seq_per_document: bool = False,
+) -> list[Instance]:
+    bounds = documents[document_index]
+    num_sentences = len(bounds) - 1
+    max_num_tokens = max_seq_length - 3  # [CLS], [SEP], [SEP]
+
+    def draw_target_length() -> int:
+        if rng.random() < short_seq_prob:
+            return rng.randint(2, max_num_tokens)
+        return max_num_tokens
+
+    target_seq_length = draw_target_length()
+    instances: list[Instance] = []
+    chunk_start, current_length, i = 0, 0, 0
+    while i < num_sentences:
+        current_length += int(bounds[i + 1] - bounds[i])
+        if i == num_sentences - 1 or current_length >= target_seq_length:
+            chunk_len = i - chunk_start + 1
+            a_end = rng.randint(1, chunk_len - 1) if chunk_len >= 2 else 1  # sentences in A
+            a = [int(bounds[chunk_start]), int(bounds[chunk_start + a_end])]
+            if chunk_len == 1 or rng.random() < 0.5:
+                is_random_next = 1
+                target_b_length = target_seq_length - (a[1] - a[0])
+                other = documents[_other_document(len(documents), document_index, rng)]
+                j = rng.randint(0, len(other) - 2)
+                b = [int(other[j]), int(other[j + 1])]
+                while b[1] - b[0] < target_b_length and j + 2 < len(other):
+                    j += 1
+                    b[1] = int(other[j + 1])
+                i -= chunk_len - a_end  # the unused sentences of this chunk are put back
+            else:
+                is_random_next = 0
+                b = [a[1], int(bounds[i + 1])]
+            truncate_seq_pair(a, b, max_num_tokens, rng)
+            assert a[1] > a[0] and b[1] > b[0]
+            instances.append((a[0], a[1] - a[0], b[0], b[1] - b[0], is_random_next))
+            chunk_start, current_length = i + 1, 0
+            if not short_seq_per_document:
+                target_seq_length = draw_target_length()
+        i += 1
+    return instances
+
+
+def pack_full_sentences(documents: list[np.ndarray], max_seq_length: int) -> list[Instance]:
+    """MLM-only instances as RoBERTa's FULL-SENTENCES: whole sentences packed contiguously up to
+    ``max_seq_length - 2`` tokens, crossing document boundaries, where the dataset inserts an extra
+    [SEP] (counted here). A sentence longer than that is cut into pieces."""
+    capacity = max_seq_length - 2  # [CLS] ... [SEP]
+    instances: list[Instance] = []
+    start, used = None, 0
+    for bounds in documents:
+        for k in range(len(bounds) - 1):
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            separator = 1 if (start is not None and k == 0) else 0
+            if start is not None and used + separator + (hi - lo) > capacity:
+                instances.append((start, end - start, 0, 0, -1))
+                start, used, separator = None, 0, 0
+            while hi - lo > capacity:  # only a sentence alone can exceed it
+                instances.append((lo, capacity, 0, 0, -1))
+                lo += capacity
+            if start is None:
+                start = lo
+            used += separator + (hi - lo)
+            end = hi
+    if start is not None:
+        instances.append((start, end - start, 0, 0, -1))
+    return instances

@@ -1,0 +1,179 @@
+"""LightningDataModule for MLM(+NSP) pre-training on a text corpus."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import torch
+from tokenizers import Tokenizer
+
+from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
+from .hashing import config_key, file_sha256, files_sha256
+from .masking import PretrainingCollator, SpecialIds
+from .text import expand_inputs, iter_documents
+from .tokenizer import atomic_directory, load_vocab_file, save_vocab, train_wordpiece
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TokenizerSpec:
+    """Either ``vocab_file`` (load it) or the settings to train a WordPiece vocabulary on the corpus."""
+
+    vocab_file: str | None = None
+    vocab_size: int = 30522
+    min_frequency: int = 2
+    limit_alphabet: int = 1000
+    lowercase: bool = True
+    strip_accents: bool | None = None  # None: strip when lower-casing, as BERT's uncased models do
+
+
+class PretrainingDataModule(L.LightningDataModule):
+    def __init__(
+        self,
+        files: list[str],
+        tokenizer: TokenizerSpec,
+        cache_dir: str,
+        max_seq_length: int = 128,
+        max_predictions_per_seq: int = 20,
+        masked_lm_prob: float = 0.15,
+        short_seq_prob: float = 0.1,
+        short_seq_per_document: bool = False,
+        nsp: bool = True,
+        masking: str = "dynamic",
+        dupe_factor: int = 1,
+        val_fraction: float = 0.02,
+        min_val_documents: int = 2,
+        encoding_fallback: str | None = "latin-1",
+        doc_boundary: str = "file",
+        document_regex: str | None = None,
+        line_is_sentence: bool = False,
+        pad_to_max_length: bool = False,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        seed: int = 12345,
+    ):
+        super().__init__()
+        if masking not in ("dynamic", "static"):
+            raise ValueError(f"data.masking={masking!r}: expected dynamic or static")
+        self.files_spec = list(files)
+        self.tokenizer_spec = tokenizer
+        self.cache_dir = Path(cache_dir).expanduser()
+        self.settings = InstanceSettings(
+            max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
+            short_seq_per_document=short_seq_per_document, nsp=nsp, dupe_factor=dupe_factor,
+            val_fraction=val_fraction, min_val_documents=min_val_documents,
+            encoding_fallback=encoding_fallback, doc_boundary=doc_boundary, document_regex=document_regex,
+            line_is_sentence=line_is_sentence, seed=seed,
+        )
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self.masked_lm_prob = masked_lm_prob
+        self.masking = masking
+        self.pad_to_max_length = pad_to_max_length
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self._files: list[Path] | None = None
+        self._checksums: dict[str, str] | None = None
+        self._tokenizer: Tokenizer | None = None
+        self._tokenizer_dir: Path | None = None
+        self.datasets: dict[str, PretrainingDataset] = {}
+
+    # -- inputs, tokenizer, cache ---------------------------------------------------------------
+
+    @property
+    def files(self) -> list[Path]:
+        if self._files is None:
+            self._files = expand_inputs(self.files_spec)
+        return self._files
+
+    @property
+    def data_checksums(self) -> dict[str, str]:
+        """sha256 of every input file (recorded in run.json and part of every cache key)."""
+        if self._checksums is None:
+            self._checksums = files_sha256(self.files)
+        return self._checksums
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """Loads ``vocab_file`` or the cached vocabulary trained on this corpus (training it once)."""
+        if self._tokenizer is None:
+            spec = self.tokenizer_spec
+            if spec.vocab_file:
+                self._tokenizer = load_vocab_file(spec.vocab_file, spec.lowercase, spec.strip_accents)
+                self._tokenizer_dir = Path(spec.vocab_file).parent
+            else:
+                key = config_key(self.data_checksums, spec.__dict__, self.settings.encoding_fallback)
+                self._tokenizer_dir = atomic_directory(self.cache_dir / "tokenizers" / key, self._train_tokenizer)
+                self._tokenizer = Tokenizer.from_file(str(self._tokenizer_dir / "tokenizer.json"))
+        return self._tokenizer
+
+    def _train_tokenizer(self, directory: Path) -> None:
+        spec = self.tokenizer_spec
+        log.info("training a WordPiece vocabulary of %d on %d files", spec.vocab_size, len(self.files))
+        sentences = (" ".join(doc) for doc in iter_documents(self.files, self.settings.encoding_fallback))
+        tokenizer = train_wordpiece(sentences, spec.vocab_size, spec.min_frequency, spec.limit_alphabet,
+                                    spec.lowercase, spec.strip_accents)
+        save_vocab(tokenizer, directory)
+
+    def save_vocab(self, directory: str | Path) -> Path:
+        return save_vocab(self.tokenizer, directory)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    @property
+    def special_ids(self) -> SpecialIds:
+        t = self.tokenizer
+        ids = {name: t.token_to_id(f"[{name.upper()}]") for name in ("pad", "cls", "sep", "mask")}
+        return SpecialIds(**ids, vocab_size=t.get_vocab_size())
+
+    @property
+    def corpus_dir(self) -> Path:
+        vocab_hash = file_sha256(self._vocab_path())
+        key = config_key(self.data_checksums, vocab_hash, self.settings.__dict__)
+        return self.cache_dir / "corpus" / key
+
+    def _vocab_path(self) -> Path:
+        self.tokenizer  # resolves _tokenizer_dir
+        return Path(self.tokenizer_spec.vocab_file) if self.tokenizer_spec.vocab_file else self._tokenizer_dir / "vocab.txt"
+
+    def prepare_data(self) -> None:
+        """Runs on one process per node before the others set up (Lightning's contract)."""
+        atomic_directory(self.corpus_dir,
+                         lambda d: build_corpus_cache(self.files, self.tokenizer, d, self.settings, self.data_checksums))
+
+    def setup(self, stage: str | None = None) -> None:
+        directory = self.corpus_dir
+        if not (directory / "meta.json").exists():  # e.g. setup() without Lightning calling prepare_data()
+            self.prepare_data()
+        special = self.special_ids
+        static_seed = self.settings.seed if self.masking == "static" else None
+        self.datasets = {
+            split: PretrainingDataset(directory, split, special.cls, special.sep, static_seed)
+            for split in ("train", "val")
+        }
+        self.collator = PretrainingCollator(
+            special, self.masked_lm_prob, self.max_predictions_per_seq,
+            pad_to=self.settings.max_seq_length if self.pad_to_max_length else None,
+        )
+
+    # -- loaders -------------------------------------------------------------------------------
+
+    def _loader(self, split: str, shuffle: bool) -> torch.utils.data.DataLoader:
+        return torch.utils.data.DataLoader(
+            self.datasets[split], batch_size=self.batch_size, shuffle=shuffle, collate_fn=self.collator,
+            num_workers=self.num_workers, pin_memory=self.pin_memory,
+            persistent_workers=self.num_workers > 0, drop_last=shuffle,
+        )
+
+    def train_dataloader(self):
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self):
+        return self._loader("val", shuffle=False)

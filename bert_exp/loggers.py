@@ -1,0 +1,36 @@
+"""Logger factories that need a decision at run time."""
+
+from __future__ import annotations
+
+import netrc
+import os
+
+from lightning.pytorch.loggers import WandbLogger
+
+
+def wandb_credentials_found() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def wandb_logger(
+    save_dir: str,
+    project: str = "bert_exp",
+    group: str | None = None,
+    job_type: str | None = None,
+    name: str | None = None,
+    offline: bool | None = None,
+    log_model: bool = False,
+) -> WandbLogger:
+    """W&B logger; ``offline=None`` means online when credentials are found (or WANDB_MODE says so)."""
+    if offline is None:
+        mode = os.environ.get("WANDB_MODE")
+        offline = mode in ("offline", "dryrun") if mode else not wandb_credentials_found()
+    os.makedirs(save_dir, exist_ok=True)
+    return WandbLogger(save_dir=save_dir, project=project, group=group, job_type=job_type,
+                       name=name or os.path.basename(os.path.normpath(save_dir)), offline=offline,
+                       log_model=log_model)

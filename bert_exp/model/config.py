@@ -1,0 +1,47 @@
+"""BertConfig: the architecture hyper-parameters, with HuggingFace BERT's field names."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    # "gelu" is the exact erf form used by HuggingFace BERT checkpoints; the original TF code used
+    # the tanh approximation, available as "gelu_tanh".
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"model.hidden_size={self.hidden_size} is not a multiple of "
+                f"model.num_attention_heads={self.num_attention_heads}"
+            )
+        if self.hidden_act not in ("gelu", "gelu_tanh"):
+            raise ValueError(f"model.hidden_act={self.hidden_act!r}: expected 'gelu' or 'gelu_tanh'")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "BertConfig":
+        """Build from a dict that may hold extra keys (a HuggingFace config.json does)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})

@@ -1,0 +1,265 @@
+"""BERT in plain PyTorch.
+
+Module and parameter names follow HuggingFace's ``modeling_bert`` exactly (``bert.encoder.layer.0.
+attention.self.query.weight`` ...), so a state dict moves between the two without renaming.
+"""
+
+from __future__ import annotations
+
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import BertConfig
+
+
+def _activation(name: str):
+    return {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}[name]
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        # padding_idx as in HuggingFace: the [PAD] row starts at zero and receives no gradient
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
+        seq_len = input_ids.shape[1]
+        positions = torch.arange(seq_len, device=input_ids.device)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        x = x + self.position_embeddings(positions)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_p = config.attention_probs_dropout_prob
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+        batch, seq_len, hidden = x.shape
+
+        def heads(t: torch.Tensor) -> torch.Tensor:
+            return t.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
+
+        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=self.dropout_p if self.training else 0.0
+        )
+        return out.transpose(1, 2).reshape(batch, seq_len, hidden)
+
+
+class BertSelfOutput(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)  # post-LN
+
+
+class BertAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertSelfOutput(config)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+        return self.output(self.self(x, attn_mask), x)
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = _activation(config.hidden_act)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.dense(x))
+
+
+class BertOutput(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+        attended = self.attention(x, attn_mask)
+        return self.output(self.intermediate(attended), attended)
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+        for layer in self.layer:
+            x = layer(x, attn_mask)
+        return x
+
+
+class BertPooler(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(sequence_output[:, 0]))
+
+
+class BertPreTrainedModel(nn.Module):
+    """Shared initialisation: normal(0, initializer_range) weights, zero biases, LayerNorm 1/0."""
+
+    config: BertConfig
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def init_weights(self) -> None:
+        self.apply(self._init_weights)
+
+
+def extended_attention_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(batch, seq) 1/0 padding mask -> (batch, 1, 1, seq) boolean mask for SDPA (True = attend)."""
+    if attention_mask is None:
+        return None
+    return attention_mask.bool()[:, None, None, :]
+
+
+class BertModel(BertPreTrainedModel):
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Returns (sequence_output [batch, seq, hidden], pooled_output [batch, hidden] or None)."""
+        x = self.embeddings(input_ids, token_type_ids)
+        sequence_output = self.encoder(x, extended_attention_mask(attention_mask))
+        pooled = self.pooler(sequence_output) if self.pooler is not None else None
+        return sequence_output, pooled
+
+
+class BertPredictionHeadTransform(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = _activation(config.hidden_act)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.act(self.dense(x)))
+
+
+class BertLMPredictionHead(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder.bias = self.bias  # one bias, reachable under both HuggingFace names
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.transform(x))
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+def gather_positions(sequence_output: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """sequence_output [batch, seq, hidden], positions [batch, n] -> [batch, n, hidden]."""
+    index = positions.unsqueeze(-1).expand(-1, -1, sequence_output.shape[-1])
+    return torch.gather(sequence_output, 1, index)
+
+
+class BertForPreTraining(BertPreTrainedModel):
+    """BERT with the masked-LM head (scored only at the masked positions) and the NSP head."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config)
+        self.init_weights()
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        masked_lm_positions: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns (mlm_logits, nsp_logits).
+
+        With ``masked_lm_positions`` [batch, n] the MLM logits are [batch, n, vocab]: only those
+        positions go through the head, which is most of the head's cost saved. Without them every
+        position is scored ([batch, seq, vocab]), as HuggingFace's dense head does.
+        """
+        sequence_output, pooled = self.bert(input_ids, token_type_ids, attention_mask)
+        if masked_lm_positions is not None:
+            sequence_output = gather_positions(sequence_output, masked_lm_positions)
+        return self.cls.predictions(sequence_output), self.cls.seq_relationship(pooled)
+
+
+def num_parameters(module: nn.Module) -> int:
+    """Parameters counted once each (the tied decoder weight is the word embedding)."""
+    return sum(p.numel() for p in module.parameters())
+
+
+__all__ = ["BertModel", "BertForPreTraining", "gather_positions", "num_parameters"]

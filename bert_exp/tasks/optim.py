@@ -1,0 +1,50 @@
+"""BERT's optimisation recipe: AdamW without weight decay on biases and LayerNorm, linear warmup then
+linear decay to zero."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+
+# BERT's exclusions, by parameter-name suffix (the original: ["LayerNorm", "layer_norm", "bias"])
+DEFAULT_NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+
+
+def parameter_groups(model: nn.Module, weight_decay: float, no_decay: Iterable[str] = DEFAULT_NO_DECAY) -> list[dict]:
+    no_decay = tuple(no_decay)
+    decay, exempt, seen = [], [], set()
+    for name, param in model.named_parameters():
+        if not param.requires_grad or id(param) in seen:  # tied weights appear once
+            continue
+        seen.add(id(param))
+        (exempt if name.endswith(no_decay) else decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": exempt, "weight_decay": 0.0}]
+
+
+def linear_warmup_decay(
+    optimizer: torch.optim.Optimizer,
+    total_steps: int,
+    warmup_steps: int | None = None,
+    warmup_ratio: float | None = None,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """lr * step/warmup during warmup, then linearly down to 0 at ``total_steps``.
+
+    Give ``warmup_steps`` (pre-training: 10k) or ``warmup_ratio`` (fine-tuning: 0.1 of all steps).
+    """
+    if warmup_steps is not None and warmup_ratio is not None:
+        raise ValueError("give optim.scheduler.warmup_steps or optim.scheduler.warmup_ratio, not both")
+    warmup = warmup_steps if warmup_steps is not None else round((warmup_ratio or 0.0) * total_steps)
+    total_steps = max(total_steps, 1)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+OptimizerFactory = Callable[..., torch.optim.Optimizer]
+SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]

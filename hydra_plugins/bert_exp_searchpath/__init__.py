@@ -1,0 +1,17 @@
+"""Puts bert_exp's sweeps/ on Hydra's search path: ``+sweeps=NAME`` selects ``sweeps/NAME.yaml``
+(from a checkout, or from the copy packaged in the wheel)."""
+
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+
+class BertExpSearchPathPlugin(SearchPathPlugin):
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        from bert_exp.config import resource_dir
+
+        try:
+            sweeps = resource_dir("sweeps")
+        except FileNotFoundError:
+            return
+        # the parent of sweeps/ as a config root makes `sweeps` a config group
+        search_path.append(provider="bert_exp-sweeps", path=f"file://{sweeps.parent}")
