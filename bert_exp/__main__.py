@@ -24,6 +24,10 @@ def _main(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
+    # `--cfg job` shows the config as it will run: interpolations resolved (Hydra's --resolve)
+    if "--cfg" in sys.argv[1:] or "-c" in sys.argv[1:]:
+        if "--resolve" not in sys.argv:
+            sys.argv.append("--resolve")
     _main()
 
 

@@ -50,11 +50,15 @@ def _matches(value, annotation) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if annotation in (str, bool):
         return isinstance(value, annotation)
+    if origin is typing.Literal:
+        return value in typing.get_args(annotation)
     if origin in (list, tuple) or annotation in (list, tuple):
         return isinstance(value, (list, tuple, ListConfig))
     if origin is dict or annotation is dict:
         return isinstance(value, (dict, DictConfig))
-    return True  # classes, callables...: left to the target itself
+    if inspect.isclass(annotation):  # a config value (a primitive) cannot be, e.g., a Tensor
+        return isinstance(value, annotation)
+    return True  # callables, type variables...: left to the target itself
 
 
 def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
@@ -67,9 +71,12 @@ def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
     init = target.__init__ if inspect.isclass(target) else target
     try:
         signature = inspect.signature(init)
-        hints = typing.get_type_hints(init)
-    except (TypeError, ValueError, NameError):
+    except (TypeError, ValueError):
         return
+    try:
+        hints = typing.get_type_hints(init)
+    except Exception:  # unresolvable forward references: use the annotations that are objects
+        hints = {n: p.annotation for n, p in signature.parameters.items() if not isinstance(p.annotation, str)}
     params = signature.parameters
     accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     for name in node:
@@ -85,8 +92,8 @@ def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
         value = OmegaConf.select(node, name)  # resolved
         if isinstance(value, DictConfig) and "_target_" in value:
             continue
-        if not _matches(value, hints.get(name, params[name].annotation)):
-            expected = hints.get(name, params[name].annotation)
+        expected = hints.get(name, inspect.Parameter.empty)
+        if not _matches(value, expected):
             errors.append(f"{full}={value!r}: wrong type, {target_name} expects {expected}")
 
 

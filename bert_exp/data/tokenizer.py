@@ -47,6 +47,7 @@ def load_vocab_file(vocab_file: str | Path, lowercase: bool = True, strip_accent
     if missing:
         raise ValueError(f"{vocab_file}: vocabulary lacks the special tokens {missing}")
     tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tokenizer.add_special_tokens(SPECIAL_TOKENS)  # matched whole in raw text, as BertTokenizerFast does
     return _bert_pipeline(tokenizer, lowercase, strip_accents)
 
 

@@ -1,0 +1,36 @@
+"""Composing the real config tree in tests, and running the CLI."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import open_dict
+
+import bert_exp.resolvers  # noqa: F401
+from bert_exp.config import resource_dir
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def compose_config(overrides: list[str], run_dir: Path | None = None):
+    """The config ``python -m bert_exp OVERRIDES`` would run, with ``paths.run_dir`` at ``run_dir``."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(resource_dir("conf"))):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    if run_dir is not None:
+        with open_dict(cfg):
+            cfg.hydra.runtime.output_dir = str(run_dir)
+        HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 600, env: dict | None = None):
+    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "bert_exp", *args], cwd=cwd or REPO, capture_output=True,
+                          text=True, timeout=timeout, env=environment)

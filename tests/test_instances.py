@@ -1,0 +1,133 @@
+import random
+
+import numpy as np
+import pytest
+
+import reference_bert
+from bert_exp.data.corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
+from bert_exp.data.instances import create_instances_from_document, pack_full_sentences
+from bert_exp.data.tokenizer import train_wordpiece
+
+
+def synthetic_documents(num_docs, sentences_per_doc, max_len, seed=0, min_len=1):
+    """Documents as sentence bounds over a flat array whose token at offset k is k."""
+    rng = np.random.default_rng(seed)
+    documents, offset = [], 0
+    for _ in range(num_docs):
+        lengths = rng.integers(min_len, max_len + 1, size=rng.integers(1, sentences_per_doc + 1))
+        bounds = offset + np.concatenate([[0], np.cumsum(lengths)])
+        documents.append(bounds)
+        offset = int(bounds[-1])
+    return documents
+
+
+def as_token_lists(documents):
+    return [[list(range(int(b[k]), int(b[k + 1]))) for k in range(len(b) - 1)] for b in documents]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_identical_to_the_original_algorithm(seed):
+    documents = synthetic_documents(40, 60, 30, seed=seed)
+    reference_docs = as_token_lists(documents)
+    ours_rng, ref_rng = random.Random(seed), random.Random(seed)
+    ours, ref = [], []
+    for index in range(len(documents)):
+        ours += create_instances_from_document(documents, index, 64, 0.1, ours_rng, short_seq_per_document=True)
+        ref += reference_bert.create_instances_from_document(reference_docs, index, 64, 0.1, ref_rng)
+    assert len(ours) == len(ref) > 300
+    for (a0, a_len, b0, b_len, is_random), (tokens_a, tokens_b, ref_random) in zip(ours, ref):
+        assert list(range(a0, a0 + a_len)) == tokens_a
+        assert list(range(b0, b0 + b_len)) == tokens_b
+        assert bool(is_random) == ref_random
+
+
+def nsp_instances(documents, max_seq_length=128, short_seq_prob=0.1, seed=0):
+    rng = random.Random(seed)
+    return [inst for i in range(len(documents))
+            for inst in create_instances_from_document(documents, i, max_seq_length, short_seq_prob, rng)]
+
+
+def test_short_seq_prob_is_respected():
+    # long documents of 5-token sentences: a full instance has exactly max_num_tokens tokens
+    documents = synthetic_documents(20, 4000, 5, min_len=5, seed=4)
+    for prob in (0.0, 0.1, 0.3):
+        instances = nsp_instances(documents, short_seq_prob=prob)
+        lengths = np.array([a + b for _, a, _, b, _ in instances])
+        assert lengths.max() <= 125
+        short = np.mean(lengths < 125 - 5)
+        assert abs(short - prob * 0.95) < 0.02, (prob, short)
+
+
+def check_nsp_instances(instances, doc_starts, sentence_starts, max_seq_length):
+    instances = np.asarray(instances)
+    labels = instances[:, 4]
+    assert abs(labels.mean() - 0.5) < 0.03, labels.mean()
+    assert np.all(instances[:, 1] + instances[:, 3] + 3 <= max_seq_length)
+    assert np.all(instances[:, 1] >= 1) and np.all(instances[:, 3] >= 1)
+    doc_a = np.searchsorted(doc_starts, instances[:, 0], side="right")
+    doc_b = np.searchsorted(doc_starts, instances[:, 2], side="right")
+    a_end = instances[:, 0] + instances[:, 1]
+    is_next = labels == 0
+    assert np.all(doc_a[~is_next] != doc_b[~is_next]), "a NotNext B comes from the same document"
+    assert np.all(doc_a[is_next] == doc_b[is_next]), "an IsNext B comes from another document"
+    assert np.all(instances[is_next, 2] >= a_end[is_next])
+    # A and B of an IsNext pair meet at a sentence boundary (only truncated tokens between them)
+    first_boundary = sentence_starts[np.searchsorted(sentence_starts, a_end[is_next], side="left")]
+    assert np.all(first_boundary <= instances[is_next, 2])
+
+
+def test_nsp_properties_on_synthetic_documents():
+    documents = synthetic_documents(200, 80, 40, seed=5)
+    instances = nsp_instances(documents)
+    doc_starts = np.array([d[0] for d in documents])
+    sentence_starts = np.unique(np.concatenate(documents))
+    check_nsp_instances(instances, doc_starts, sentence_starts, 128)
+
+
+def test_nsp_properties_on_the_shared_corpus(data_dir, tmp_path):
+    files = sorted((data_dir / "corpus" / "state_union").glob("*.txt")) + \
+        sorted((data_dir / "corpus" / "inaugural").glob("*.txt"))
+    from bert_exp.data.text import iter_documents
+    tokenizer = train_wordpiece((" ".join(d) for d in iter_documents(files)), vocab_size=4000)
+    settings = InstanceSettings(max_seq_length=128, val_fraction=0.0)
+    build_corpus_cache(files, tokenizer, tmp_path, settings, {})
+    instances = np.load(tmp_path / "train.npy")
+    assert len(instances) > 3000
+    doc_starts = np.load(tmp_path / "doc_starts.npy")[:-1]
+    # sentence starts: re-derive from the tokenised sentences
+    from bert_exp.data.corpus import _tokenize_documents
+    lengths = [len(s) for doc in _tokenize_documents(files, tokenizer, settings) for s in doc]
+    sentence_starts = np.concatenate([[0], np.cumsum(lengths)])
+    check_nsp_instances(instances, doc_starts, sentence_starts, 128)
+    # instances decode to [CLS] A [SEP] B [SEP] with token types 0 / 1
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    dataset = PretrainingDataset(tmp_path, "train", cls_id, sep_id)
+    sample = dataset[7]
+    _, a_len, _, b_len, label = instances[7]
+    ids, types = sample["input_ids"], sample["token_type_ids"]
+    assert len(ids) == a_len + b_len + 3 and ids[0] == cls_id and ids[a_len + 1] == sep_id and ids[-1] == sep_id
+    assert types.tolist() == [0] * (a_len + 2) + [1] * (b_len + 1)
+    assert sample["next_sentence_label"] == label
+
+
+def test_full_sentences_packing_crosses_documents_with_a_separator(tmp_path):
+    documents = synthetic_documents(30, 20, 20, seed=6)
+    instances = pack_full_sentences(documents, 64)
+    starts = [i[0] for i in instances]
+    ends = [i[0] + i[1] for i in instances]
+    total = int(documents[-1][-1])
+    assert starts[0] == 0 and ends[-1] == total and starts[1:] == ends[:-1]  # every token, in order, once
+    doc_starts = np.array([int(d[0]) for d in documents])
+    for lo, length, *_ in instances:
+        inner = np.sum((doc_starts > lo) & (doc_starts < lo + length))
+        assert length + inner <= 62
+    # the dataset inserts the [SEP]s
+    np.save(tmp_path / "tokens.npy", np.arange(total, dtype=np.int32) % 1000 + 10)
+    np.save(tmp_path / "doc_starts.npy", np.array([*doc_starts, total]))
+    np.save(tmp_path / "train.npy", np.asarray(instances, dtype=np.int64))
+    dataset = PretrainingDataset(tmp_path, "train", cls_id=2, sep_id=3)
+    crossing = next(k for k, (lo, n, *_) in enumerate(instances) if np.any((doc_starts > lo) & (doc_starts < lo + n)))
+    sample = dataset[crossing]
+    assert sample["input_ids"][0] == 2 and sample["input_ids"][-1] == 3
+    assert np.sum(sample["input_ids"] == 3) >= 2 and len(sample["input_ids"]) <= 64
+    assert sample["next_sentence_label"] == -100 and not sample["token_type_ids"].any()

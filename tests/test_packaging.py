@@ -1,0 +1,40 @@
+"""conf/ and sweeps/ travel inside the wheel: a non-editable install works from any directory."""
+
+import subprocess
+import sys
+import venv
+
+import pytest
+
+from helpers import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_wheel_install_finds_conf_and_sweeps(tmp_path):
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(wheels), str(REPO)], check=True, capture_output=True, timeout=300)
+    wheel = next(wheels.glob("bert_exp-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q", str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def run(*args):
+        return subprocess.run([str(python), *args], cwd=elsewhere, capture_output=True, text=True, env=env, timeout=300)
+
+    where = run("-c", "import bert_exp.config as c; print(c.__file__); print(c.resource_dir('conf')); "
+                      "print(c.resource_dir('sweeps'))")
+    assert where.returncode == 0, where.stderr
+    module_file, conf, sweeps = where.stdout.split()
+    assert module_file.startswith(str(env_dir)) and conf.startswith(str(env_dir)) and sweeps.startswith(str(env_dir))
+
+    result = run("-m", "bert_exp", "+experiment=pretrain_tiny", "+sweeps=pretrain_lr_warmup", "--cfg", "all")
+    assert result.returncode == 0, result.stderr
+    assert "experiment_name: pretrain_tiny" in result.stdout
+    assert "optim.optimizer.lr: 5.0e-4,1.0e-3,2.0e-3" in result.stdout

@@ -1,0 +1,82 @@
+"""End to end through the CLI on the shared corpus (slow: about two minutes on 2 cores)."""
+
+import csv
+import json
+import math
+
+import pytest
+import torch
+
+from helpers import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def first_run(data_dir, cache_dir, tmp_path_factory):
+    outputs = tmp_path_factory.mktemp("outputs")
+    env = {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(cache_dir), "BERT_EXP_OUTPUTS": str(outputs)}
+    result = run_cli(["+experiment=pretrain_tiny", "trainer.max_steps=300", "trainer.val_check_interval=100",
+                      "trainer.limit_val_batches=10"], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dirs = list((outputs / "pretraining" / "pretrain_tiny").iterdir())
+    assert len(run_dirs) == 1
+    return run_dirs[0], result, env
+
+
+def test_pretrain_tiny_learns(first_run):
+    run_dir, result, _ = first_run
+    assert f"run directory: {run_dir}" in result.stdout
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "finished" and info["global_step"] == 300
+    metrics = info["metrics"]
+    for key in ("train/loss", "train/mlm_loss", "train/nsp_loss", "lr", "train/tokens_per_sec",
+                "val/mlm_loss", "val/mlm_acc", "val/mlm_ppl", "val/nsp_acc"):
+        assert key in metrics, key
+    with open(run_dir / "logs" / "metrics.csv") as f:
+        val_losses = [float(r["val/mlm_loss"]) for r in csv.DictReader(f) if r.get("val/mlm_loss")]
+    assert len(val_losses) == 3
+    vocab_size = len((run_dir / "vocab.txt").read_text().split("\n")) - 1
+    assert vocab_size == 8192
+    assert val_losses[-1] < val_losses[0] and val_losses[-1] < math.log(vocab_size) - 2.0
+    assert metrics["val/mlm_ppl"] == pytest.approx(math.exp(metrics["val/mlm_loss"]), rel=1e-4)
+    assert metrics["val/mlm_acc"] > 0.05
+    assert info["throughput"]["tokens_per_sec"] > 0
+    assert info["num_parameters"] > 1e6 and info["config"]["experiment_name"] == "pretrain_tiny"
+    assert len(info["data_checksums"]) == 136 and all(len(v) == 64 for v in info["data_checksums"].values())
+    assert info["versions"]["torch"] and info["versions"]["lightning"]
+
+
+def test_run_directory_holds_everything(first_run):
+    run_dir, _, _ = first_run
+    for name in ("config.yaml", ".hydra/config.yaml", "vocab.txt", "checkpoints/last.ckpt", "bert_exp.log"):
+        assert (run_dir / name).exists(), name
+    best = list((run_dir / "checkpoints").glob("best-step*.ckpt"))
+    assert len(best) == 1
+    assert list((run_dir / "wandb").glob("offline-run-*")), "W&B should log offline without credentials"
+    ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert ckpt["bert_config"]["hidden_size"] == 128 and len(ckpt["vocab"]) == 8192
+    assert "model.bert.embeddings.word_embeddings.weight" in ckpt["state_dict"]
+
+
+def test_a_second_run_resumes_from_the_first(first_run, tmp_path):
+    run_dir, _, env = first_run
+    resumed_dir = tmp_path / "resumed"
+    result = run_cli(["+experiment=pretrain_tiny", f"ckpt_path={run_dir}", "trainer.max_steps=320",
+                      "trainer.val_check_interval=10", "trainer.limit_val_batches=2", "logger=csv",
+                      f"hydra.run.dir={resumed_dir}"], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    info = json.loads((resumed_dir / "run.json").read_text())
+    assert info["resumed_from"] == str(run_dir / "checkpoints" / "last.ckpt")
+    assert info["global_step"] == 320
+    with open(resumed_dir / "logs" / "metrics.csv") as f:
+        steps = [int(r["step"]) for r in csv.DictReader(f)]
+    assert min(steps) >= 300  # continued, not restarted
+
+
+def test_runs_never_overwrite_each_other(first_run):
+    run_dir, _, env = first_run
+    stamp = (run_dir / "run.json").stat().st_mtime_ns
+    result = run_cli(["+experiment=pretrain_tiny", f"hydra.run.dir={run_dir}"], env=env)
+    assert result.returncode == 2 and "already holds a run" in result.stderr
+    assert (run_dir / "run.json").stat().st_mtime_ns == stamp
