@@ -22,6 +22,7 @@ from .callbacks import TokenThroughput
 from .config import ConfigError, validate_config
 from .data.tokenizer import vocab_list
 from .model import num_parameters
+from .model.checkpoint import load_checkpoint
 from .tasks import resolve_checkpoint
 
 log = logging.getLogger(__name__)
@@ -100,17 +101,22 @@ def _number(value):
     return float(value) if isinstance(value, (int, float)) else value
 
 
-def build_task_module(cfg: DictConfig, datamodule, vocab: list[str]):
+def build_task_module(cfg: DictConfig, datamodule, vocab: list[str], init=None):
+    """The task's LightningModule; with ``init`` (a loaded checkpoint) its weights start from it."""
     special = datamodule.special_ids
     model_config = instantiate(cfg.model, vocab_size=datamodule.vocab_size, pad_token_id=special.pad)
     make_module = instantiate(cfg.task.module, _partial_=True)
-    return make_module(
+    module = make_module(
         model_config=model_config,
         optimizer=instantiate(cfg.optim.optimizer),
         scheduler=instantiate(cfg.optim.scheduler),
         no_decay=list(cfg.optim.no_decay),
         vocab=vocab,
+        lowercase=datamodule.lowercase,
     )
+    if init is not None:
+        module.initialise_from(init)
+    return module
 
 
 def run(cfg: DictConfig) -> float | None:
@@ -120,16 +126,17 @@ def run(cfg: DictConfig) -> float | None:
     run_dir = Path(cfg.paths.run_dir)
     check_fresh_run_dir(run_dir)
     ckpt_path = resolve_checkpoint(cfg.ckpt_path) if cfg.ckpt_path else None
-    if cfg.task.get("init_from"):
-        resolve_checkpoint(cfg.task.init_from)  # fail before any work
+    init = load_checkpoint(cfg.task.init_from) if cfg.task.get("init_from") else None
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
     batch_size = per_device_batch_size(cfg.global_batch_size, world_size(cfg.trainer), accumulate)
 
     L.seed_everything(cfg.seed, workers=True)
     started = time.time()
     datamodule = instantiate(cfg.data, batch_size=batch_size)
+    if init is not None and init.vocab:  # tokenize with the vocabulary the weights were trained with
+        datamodule.use_vocabulary(init.vocab, init.lowercase)
     vocab = vocab_list(datamodule.tokenizer)
-    module = build_task_module(cfg, datamodule, vocab)
+    module = build_task_module(cfg, datamodule, vocab, init)
     throughput = TokenThroughput()
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [throughput]
     loggers = [instantiate(c) for c in cfg.logger.values() if c]
@@ -167,6 +174,8 @@ def run(cfg: DictConfig) -> float | None:
                 "num_parameters": num_parameters(module.model),
                 "global_step": trainer.global_step,
                 "resumed_from": str(ckpt_path) if ckpt_path else None,
+                "initialised_from": init.source if init is not None else None,
+                "fresh_parameters": getattr(module, "fresh_parameters", None),
                 "throughput": {"tokens_per_sec": throughput.tokens_per_sec, "train_tokens": throughput.total_tokens,
                                "train_seconds": round(throughput.total_seconds, 3)},
                 "monitor": cfg.task.monitor,

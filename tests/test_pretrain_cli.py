@@ -80,3 +80,23 @@ def test_runs_never_overwrite_each_other(first_run):
     result = run_cli(["+experiment=pretrain_tiny", f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 2 and "already holds a run" in result.stderr
     assert (run_dir / "run.json").stat().st_mtime_ns == stamp
+
+
+def test_pretraining_run_exports_and_starts_a_fine_tuning(first_run, tmp_path):
+    run_dir, _, env = first_run
+    import transformers
+
+    from bert_exp.export import main as export_main
+    assert export_main([str(run_dir), str(tmp_path / "hf")]) == 0
+    theirs, info = transformers.BertForPreTraining.from_pretrained(tmp_path / "hf", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert theirs.config.vocab_size == 8192
+
+    cola_dir = tmp_path / "cola"
+    result = run_cli(["+experiment=cola_tiny", f"task.init_from={run_dir}", "trainer.max_steps=5",
+                      "+trainer.limit_val_batches=1", "logger=csv", f"hydra.run.dir={cola_dir}"], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    info = json.loads((cola_dir / "run.json").read_text())
+    assert info["initialised_from"] == str(run_dir / "checkpoints" / "last.ckpt")
+    assert info["fresh_parameters"] == ["classifier.weight", "classifier.bias"]
+    assert (cola_dir / "vocab.txt").read_text() == (run_dir / "vocab.txt").read_text()

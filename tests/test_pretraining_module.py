@@ -64,13 +64,17 @@ def test_linear_warmup_then_linear_decay(warmup_steps, warmup_ratio, warmup):
         linear_warmup_decay(opt, 100, warmup_steps=1, warmup_ratio=0.1)
 
 
-def test_init_from_loads_weights_of_another_run(tmp_path):
+def test_initialise_from_the_checkpoint_of_another_run(tmp_path):
+    from bert_exp.model.checkpoint import CheckpointError, load_checkpoint
     source = make_module()
     (tmp_path / "checkpoints").mkdir()
-    torch.save({"state_dict": source.state_dict()}, tmp_path / "checkpoints" / "last.ckpt")
-    target = make_module(init_from=str(tmp_path))
+    checkpoint = {"state_dict": source.state_dict()}
+    source.on_save_checkpoint(checkpoint)
+    torch.save(checkpoint, tmp_path / "checkpoints" / "last.ckpt")
+    target = make_module()
+    target.initialise_from(load_checkpoint(tmp_path))  # a run directory
+    assert not target.fresh_parameters
     for (name, a), b in zip(source.state_dict().items(), target.state_dict().values()):
         assert torch.equal(a, b), name
-    from bert_exp.tasks.base import CheckpointNotFound
-    with pytest.raises(CheckpointNotFound, match="does not exist"):
-        make_module(init_from=str(tmp_path / "missing.ckpt"))
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing.ckpt")

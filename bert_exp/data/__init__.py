@@ -1,6 +1,9 @@
 """Data: tokenizer, corpus reading, instance creation, masking, and the DataModules."""
 
+from .glue import GlueDataModule
 from .masking import PretrainingCollator, SpecialIds, mask_tokens
 from .pretraining import PretrainingDataModule, TokenizerSpec
+from .squad import SquadDataModule
 
-__all__ = ["PretrainingCollator", "PretrainingDataModule", "SpecialIds", "TokenizerSpec", "mask_tokens"]
+__all__ = ["GlueDataModule", "PretrainingCollator", "PretrainingDataModule", "SpecialIds", "SquadDataModule", "TokenizerSpec",
+           "mask_tokens"]

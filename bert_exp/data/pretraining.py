@@ -6,15 +6,15 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import lightning as L
 import torch
 from tokenizers import Tokenizer
 
 from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
-from .hashing import config_key, file_sha256, files_sha256
-from .masking import PretrainingCollator, SpecialIds
+from .base import VocabularyDataModule
+from .hashing import config_key
+from .masking import PretrainingCollator
 from .text import expand_inputs, iter_documents
-from .tokenizer import atomic_directory, load_vocab_file, save_vocab, train_wordpiece
+from .tokenizer import atomic_directory, load_vocab_file, save_vocab, train_wordpiece, vocab_list
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class TokenizerSpec:
     strip_accents: bool | None = None  # None: strip when lower-casing, as BERT's uncased models do
 
 
-class PretrainingDataModule(L.LightningDataModule):
+class PretrainingDataModule(VocabularyDataModule):
     def __init__(
         self,
         files: list[str],
@@ -57,7 +57,7 @@ class PretrainingDataModule(L.LightningDataModule):
         pin_memory: bool = False,
         seed: int = 12345,
     ):
-        super().__init__()
+        super().__init__(tokenizer.vocab_file, tokenizer.lowercase)
         if masking not in ("dynamic", "static"):
             raise ValueError(f"data.masking={masking!r}: expected dynamic or static")
         self.files_spec = list(files)
@@ -78,9 +78,6 @@ class PretrainingDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self._files: list[Path] | None = None
-        self._checksums: dict[str, str] | None = None
-        self._tokenizer: Tokenizer | None = None
-        self._tokenizer_dir: Path | None = None
         self.datasets: dict[str, PretrainingDataset] = {}
 
     # -- inputs, tokenizer, cache ---------------------------------------------------------------
@@ -91,26 +88,17 @@ class PretrainingDataModule(L.LightningDataModule):
             self._files = expand_inputs(self.files_spec)
         return self._files
 
-    @property
-    def data_checksums(self) -> dict[str, str]:
-        """sha256 of every input file (recorded in run.json and part of every cache key)."""
-        if self._checksums is None:
-            self._checksums = files_sha256(self.files)
-        return self._checksums
+    def input_files(self) -> list[Path]:
+        return self.files
 
-    @property
-    def tokenizer(self) -> Tokenizer:
+    def load_tokenizer(self) -> Tokenizer:
         """Loads ``vocab_file`` or the cached vocabulary trained on this corpus (training it once)."""
-        if self._tokenizer is None:
-            spec = self.tokenizer_spec
-            if spec.vocab_file:
-                self._tokenizer = load_vocab_file(spec.vocab_file, spec.lowercase, spec.strip_accents)
-                self._tokenizer_dir = Path(spec.vocab_file).parent
-            else:
-                key = config_key(self.data_checksums, spec.__dict__, self.settings.encoding_fallback)
-                self._tokenizer_dir = atomic_directory(self.cache_dir / "tokenizers" / key, self._train_tokenizer)
-                self._tokenizer = Tokenizer.from_file(str(self._tokenizer_dir / "tokenizer.json"))
-        return self._tokenizer
+        spec = self.tokenizer_spec
+        if spec.vocab_file:
+            return load_vocab_file(spec.vocab_file, spec.lowercase, spec.strip_accents)
+        key = config_key(self.data_checksums, spec.__dict__, self.settings.encoding_fallback)
+        directory = atomic_directory(self.cache_dir / "tokenizers" / key, self._train_tokenizer)
+        return Tokenizer.from_file(str(directory / "tokenizer.json"))
 
     def _train_tokenizer(self, directory: Path) -> None:
         spec = self.tokenizer_spec
@@ -120,28 +108,11 @@ class PretrainingDataModule(L.LightningDataModule):
                                     spec.lowercase, spec.strip_accents)
         save_vocab(tokenizer, directory)
 
-    def save_vocab(self, directory: str | Path) -> Path:
-        return save_vocab(self.tokenizer, directory)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.tokenizer.get_vocab_size()
-
-    @property
-    def special_ids(self) -> SpecialIds:
-        t = self.tokenizer
-        ids = {name: t.token_to_id(f"[{name.upper()}]") for name in ("pad", "cls", "sep", "mask")}
-        return SpecialIds(**ids, vocab_size=t.get_vocab_size())
-
     @property
     def corpus_dir(self) -> Path:
-        vocab_hash = file_sha256(self._vocab_path())
+        vocab_hash = config_key(vocab_list(self.tokenizer), self.lowercase)
         key = config_key(self.data_checksums, vocab_hash, self.settings.__dict__)
         return self.cache_dir / "corpus" / key
-
-    def _vocab_path(self) -> Path:
-        self.tokenizer  # resolves _tokenizer_dir
-        return Path(self.tokenizer_spec.vocab_file) if self.tokenizer_spec.vocab_file else self._tokenizer_dir / "vocab.txt"
 
     def prepare_data(self) -> None:
         """Runs on one process per node before the others set up (Lightning's contract)."""

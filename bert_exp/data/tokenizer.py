@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..errors import UserError
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -33,19 +34,31 @@ def _bert_pipeline(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | 
     return tokenizer
 
 
+class VocabularyError(UserError, ValueError):
+    pass
+
+
 def load_vocab_file(vocab_file: str | Path, lowercase: bool = True, strip_accents: bool | None = None) -> Tokenizer:
     """A BERT WordPiece tokenizer from a ``vocab.txt`` (one token per line, line number = id)."""
     vocab_file = Path(vocab_file)
     if not vocab_file.is_file():
-        raise FileNotFoundError(f"vocabulary file {vocab_file} does not exist")
+        raise VocabularyError(f"vocabulary file {vocab_file} does not exist")
+    tokens = [line.rstrip("\r") for line in vocab_file.read_text(encoding="utf-8").split("\n")]
+    while tokens and not tokens[-1]:
+        tokens.pop()
+    return tokenizer_from_vocab(tokens, lowercase, strip_accents, str(vocab_file))
+
+
+def tokenizer_from_vocab(tokens: list[str], lowercase: bool = True, strip_accents: bool | None = None,
+                         source: str = "vocabulary") -> Tokenizer:
+    """A BERT WordPiece tokenizer from the token list (index = id)."""
     vocab = {}
-    for i, line in enumerate(vocab_file.read_text(encoding="utf-8").split("\n")):
-        token = line.rstrip("\r")
+    for i, token in enumerate(tokens):
         if token and token not in vocab:
             vocab[token] = i
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
-        raise ValueError(f"{vocab_file}: vocabulary lacks the special tokens {missing}")
+        raise VocabularyError(f"{source}: vocabulary lacks the special tokens {missing}")
     tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
     tokenizer.add_special_tokens(SPECIAL_TOKENS)  # matched whole in raw text, as BertTokenizerFast does
     return _bert_pipeline(tokenizer, lowercase, strip_accents)

@@ -257,9 +257,44 @@ class BertForPreTraining(BertPreTrainedModel):
         return self.cls.predictions(sequence_output), self.cls.seq_relationship(pooled)
 
 
+class BertForSequenceClassification(BertPreTrainedModel):
+    """Dropout + linear on the pooled [CLS]; ``num_labels == 1`` is regression."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, classifier_dropout: float | None = None):
+        super().__init__()
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = BertModel(config)
+        p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        self.init_weights()
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+        _, pooled = self.bert(input_ids, token_type_ids, attention_mask)
+        return self.classifier(self.dropout(pooled))
+
+
+class BertForQuestionAnswering(BertPreTrainedModel):
+    """Linear span head (start, end) on every token; no pooler, as HuggingFace's."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.init_weights()
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
+        start, end = self.qa_outputs(sequence_output).unbind(-1)
+        return start, end
+
+
 def num_parameters(module: nn.Module) -> int:
     """Parameters counted once each (the tied decoder weight is the word embedding)."""
     return sum(p.numel() for p in module.parameters())
 
 
-__all__ = ["BertModel", "BertForPreTraining", "gather_positions", "num_parameters"]
+__all__ = ["BertModel", "BertForPreTraining", "BertForSequenceClassification", "BertForQuestionAnswering",
+           "gather_positions", "num_parameters"]

@@ -1,5 +1,5 @@
-"""What every task module shares: the optimizer/schedule set-up, weight initialisation from a
-checkpoint, and the model description saved into every Lightning checkpoint."""
+"""What every task module shares: the optimizer/schedule set-up, initialisation from a checkpoint, and
+the model description saved into every Lightning checkpoint."""
 
 from __future__ import annotations
 
@@ -7,13 +7,17 @@ import logging
 from pathlib import Path
 
 import lightning as L
-import torch
 
 from ..errors import UserError
 from ..model import BertConfig
+from ..model.checkpoint import TIED_KEYS, Checkpoint, CheckpointError
 from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory, parameter_groups
 
 log = logging.getLogger(__name__)
+
+# BertConfig fields that must agree between the configured model and a checkpoint it starts from
+SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size", "hidden_act")
 
 
 class CheckpointNotFound(UserError, FileNotFoundError):
@@ -33,19 +37,32 @@ def resolve_checkpoint(path: str | Path) -> Path:
     return path
 
 
+def check_compatible(config: BertConfig, ckpt: Checkpoint) -> None:
+    mismatches = [f"model.{name}={getattr(config, name)!r} but the checkpoint has {getattr(ckpt.config, name)!r}"
+                  for name in SHAPE_FIELDS if getattr(config, name) != getattr(ckpt.config, name)]
+    if mismatches:
+        raise CheckpointError(f"{ckpt.source} does not fit the configured model: " + "; ".join(mismatches)
+                              + " (choose the model config, and the vocabulary, of the checkpoint)")
+
+
 class BertTask(L.LightningModule):
+    # parameter-name prefixes of the task's own head: the only weights that may start fresh
+    head_prefixes: tuple[str, ...] = ()
+
     def __init__(
         self,
         optimizer: OptimizerFactory,
         scheduler: SchedulerFactory | None = None,
         no_decay: list[str] = list(DEFAULT_NO_DECAY),
         vocab: list[str] | None = None,
+        lowercase: bool = True,
     ):
         super().__init__()
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.no_decay = tuple(no_decay)
         self.vocab = vocab
+        self.lowercase = lowercase
         self.config: BertConfig  # set by subclasses
 
     def configure_optimizers(self):
@@ -63,17 +80,32 @@ class BertTask(L.LightningModule):
         # enough to rebuild and export the model from the .ckpt alone
         checkpoint["bert_config"] = self.config.to_dict()
         checkpoint["task"] = type(self).__name__
+        checkpoint["num_labels"] = getattr(self.model, "num_labels", None)
+        checkpoint["lowercase"] = self.lowercase
         if self.vocab is not None:
             checkpoint["vocab"] = self.vocab
 
-    def load_weights_from(self, path: str | Path) -> None:
-        """Initialises from another run's checkpoint (weights only; optimizer and step start fresh)."""
-        ckpt = resolve_checkpoint(path)
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)["state_dict"]
-        missing, unexpected = self.load_state_dict(state, strict=False)
-        if unexpected:
-            raise ValueError(f"{ckpt}: unexpected parameters {unexpected[:5]}")
+    def initialise_from(self, ckpt: Checkpoint) -> None:
+        """Loads the checkpoint's weights (optimizer and step start fresh). Weights of this task's head
+        that the checkpoint lacks start fresh and are reported; anything else missing, or any shape
+        that differs, is an error."""
+        check_compatible(self.config, ckpt)
+        own = self.model.state_dict()
+        state = {k: v for k, v in ckpt.state_dict.items() if k in own}
+        for key, value in state.items():
+            if value.shape != own[key].shape:
+                raise CheckpointError(f"{ckpt.source}: {key} has shape {tuple(value.shape)}, "
+                                      f"the model expects {tuple(own[key].shape)}")
+        missing, _ = self.model.load_state_dict(state, strict=False)
+        missing = [k for k in missing if k not in TIED_KEYS]
+        fresh_ok = self.head_prefixes + ("bert.pooler.",)
+        not_allowed = [k for k in missing if not k.startswith(fresh_ok)]
+        if not_allowed:
+            raise CheckpointError(f"{ckpt.source} lacks encoder weights: {not_allowed[:5]}")
+        unused = sorted(set(ckpt.state_dict) - set(own) - set(TIED_KEYS))
+        log.info("initialised from %s (%d tensors)", ckpt.source, len(state))
         if missing:
-            log.warning("initialised from %s; fresh (not in the checkpoint): %s", ckpt, missing)
-        else:
-            log.info("initialised all weights from %s", ckpt)
+            log.warning("not in the checkpoint, initialised fresh: %s", ", ".join(missing))
+        if unused:
+            log.info("in the checkpoint but not used by this task: %s", ", ".join(unused))
+        self.fresh_parameters = missing

@@ -18,6 +18,8 @@ from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory
 class PretrainingModule(BertTask):
     """Loss = masked-LM cross-entropy over the masked positions + next-sentence cross-entropy."""
 
+    head_prefixes = ("cls.",)
+
     def __init__(
         self,
         model_config: BertConfig,
@@ -25,15 +27,13 @@ class PretrainingModule(BertTask):
         scheduler: SchedulerFactory | None = None,
         no_decay: list[str] = list(DEFAULT_NO_DECAY),
         vocab: list[str] | None = None,
+        lowercase: bool = True,
         nsp: bool = True,
-        init_from: str | None = None,
     ):
-        super().__init__(optimizer, scheduler, no_decay, vocab)
+        super().__init__(optimizer, scheduler, no_decay, vocab, lowercase)
         self.config = model_config
         self.nsp = nsp
         self.model = BertForPreTraining(model_config)
-        if init_from:
-            self.load_weights_from(init_from)
         self.val_mlm_loss = MeanMetric()
         self.val_mlm_acc = MeanMetric()
         self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")

@@ -1,0 +1,60 @@
+"""What every DataModule shares: a BERT WordPiece tokenizer, its own or one handed over by the run
+(the vocabulary of the checkpoint a task starts from)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+from tokenizers import Tokenizer
+
+from .hashing import files_sha256
+from .masking import SpecialIds
+from .tokenizer import load_vocab_file, save_vocab, tokenizer_from_vocab
+
+
+class VocabularyDataModule(L.LightningDataModule):
+    def __init__(self, vocab_file: str | None = None, lowercase: bool = True):
+        super().__init__()
+        self.vocab_file = vocab_file
+        self.lowercase = lowercase
+        self._tokenizer: Tokenizer | None = None
+
+    def use_vocabulary(self, tokens: list[str], lowercase: bool = True) -> None:
+        """Tokenize with this vocabulary (a checkpoint's) instead of the configured one."""
+        self._tokenizer = tokenizer_from_vocab(tokens, lowercase)
+        self.lowercase = lowercase
+
+    def load_tokenizer(self) -> Tokenizer:
+        if not self.vocab_file:
+            raise ValueError("no vocabulary: set data.vocab_file or start from a checkpoint (task.init_from)")
+        return load_vocab_file(self.vocab_file, self.lowercase)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = self.load_tokenizer()
+        return self._tokenizer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    @property
+    def special_ids(self) -> SpecialIds:
+        t = self.tokenizer
+        ids = {name: t.token_to_id(f"[{name.upper()}]") for name in ("pad", "cls", "sep", "mask")}
+        return SpecialIds(**ids, vocab_size=t.get_vocab_size())
+
+    def save_vocab(self, directory: str | Path) -> Path:
+        return save_vocab(self.tokenizer, directory)
+
+    def input_files(self) -> list[Path]:
+        return []
+
+    @property
+    def data_checksums(self) -> dict[str, str]:
+        """sha256 of every input file (recorded in run.json)."""
+        if getattr(self, "_checksums", None) is None:
+            self._checksums = files_sha256(self.input_files())
+        return self._checksums

@@ -1,0 +1,171 @@
+"""Sentence(-pair) classification and regression data in GLUE-style TSV files (CoLA, SST-2, ...).
+
+Every row is checked: the column count (when ``num_columns`` is given), a non-empty text, and a label
+that is an integer in ``[0, num_labels)`` (or a number, for regression with ``num_labels=1``). A bad
+row stops the run with ``file:line`` and what is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import UserError
+from .base import VocabularyDataModule
+
+
+class DataFileError(UserError, ValueError):
+    pass
+
+
+@dataclass
+class Example:
+    texts: tuple[str, ...]
+    label: float | int
+
+
+def read_tsv(path: str | Path, text_columns: list[int], label_column: int | None, num_labels: int,
+             num_columns: int | None = None, header: bool = False) -> list[Example]:
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
+    examples = []
+    with open(path, encoding="utf-8", newline="") as f:
+        for lineno, line in enumerate(f, start=1):
+            if header and lineno == 1:
+                continue
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            cols = line.split("\t")
+            needed = max([*text_columns, label_column if label_column is not None else 0]) + 1
+            if (num_columns is not None and len(cols) != num_columns) or len(cols) < needed:
+                raise DataFileError(f"{path}:{lineno}: expected {num_columns or needed} tab-separated columns, "
+                                    f"found {len(cols)}")
+            texts = tuple(cols[c] for c in text_columns)
+            if not all(t.strip() for t in texts):
+                raise DataFileError(f"{path}:{lineno}: empty text in column {text_columns}")
+            label: float | int = -1
+            if label_column is not None:
+                raw = cols[label_column].strip()
+                try:
+                    label = float(raw) if num_labels == 1 else int(raw)
+                except ValueError:
+                    label = None
+                if label is None or (num_labels > 1 and not 0 <= label < num_labels):
+                    expected = "a number" if num_labels == 1 else f"an integer in 0..{num_labels - 1}"
+                    raise DataFileError(f"{path}:{lineno}: label {raw!r} is not {expected}")
+            examples.append(Example(texts, label))
+    if not examples:
+        raise DataFileError(f"{path}: no examples")
+    return examples
+
+
+class EncodedDataset(torch.utils.data.Dataset):
+    def __init__(self, features: list[dict]):
+        self.features = features
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.features[index]
+
+
+def pad_batch(features: list[dict], pad_id: int, keys=("input_ids", "token_type_ids")) -> dict[str, torch.Tensor]:
+    length = max(len(f["input_ids"]) for f in features)
+    out = {}
+    for key in keys:
+        array = np.full((len(features), length), pad_id if key == "input_ids" else 0, dtype=np.int64)
+        for row, f in enumerate(features):
+            array[row, : len(f[key])] = f[key]
+        out[key] = torch.from_numpy(array)
+    mask = np.zeros((len(features), length), dtype=np.int64)
+    for row, f in enumerate(features):
+        mask[row, : len(f["input_ids"])] = 1
+    out["attention_mask"] = torch.from_numpy(mask)
+    return out
+
+
+class GlueDataModule(VocabularyDataModule):
+    """Train file + one or more named validation files; single sentences or pairs (two text columns)."""
+
+    def __init__(
+        self,
+        train_file: str,
+        val_files: dict[str, str],
+        text_columns: list[int],
+        label_column: int,
+        num_labels: int = 2,
+        num_columns: int | None = None,
+        header: bool = False,
+        max_seq_length: int = 128,
+        vocab_file: str | None = None,
+        lowercase: bool = True,
+        batch_size: int = 32,
+        eval_batch_size: int = 128,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        limit_train_examples: int | None = None,
+    ):
+        super().__init__(vocab_file, lowercase)
+        if not 1 <= len(text_columns) <= 2:
+            raise ValueError("data.text_columns: one column (single sentences) or two (pairs)")
+        self.train_file, self.val_files = train_file, dict(val_files)
+        self.text_columns, self.label_column = list(text_columns), label_column
+        self.num_labels, self.num_columns, self.header = num_labels, num_columns, header
+        self.max_seq_length = max_seq_length
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.num_workers, self.pin_memory = num_workers, pin_memory
+        self.limit_train_examples = limit_train_examples
+        self.datasets: dict[str, EncodedDataset] = {}
+
+    def input_files(self) -> list[Path]:
+        return [Path(self.train_file), *map(Path, self.val_files.values())]
+
+    @property
+    def val_names(self) -> list[str]:
+        return list(self.val_files)
+
+    def read(self, path: str) -> list[Example]:
+        return read_tsv(path, self.text_columns, self.label_column, self.num_labels, self.num_columns, self.header)
+
+    def encode(self, examples: list[Example]) -> EncodedDataset:
+        tokenizer = self.tokenizer
+        tokenizer.enable_truncation(max_length=self.max_seq_length)
+        inputs = [e.texts if len(e.texts) == 2 else e.texts[0] for e in examples]
+        encodings = tokenizer.encode_batch(inputs)
+        dtype = torch.float32 if self.num_labels == 1 else torch.int64
+        return EncodedDataset([{"input_ids": enc.ids, "token_type_ids": enc.type_ids, "label": e.label, "dtype": dtype}
+                               for enc, e in zip(encodings, examples)])
+
+    def prepare_data(self) -> None:
+        for path in self.input_files():  # fail early, before any process trains, on a bad row
+            self.read(str(path))
+
+    def setup(self, stage: str | None = None) -> None:
+        train = self.read(self.train_file)
+        if self.limit_train_examples:
+            train = train[: self.limit_train_examples]
+        self.datasets = {"train": self.encode(train)}
+        for name, path in self.val_files.items():
+            self.datasets[name] = self.encode(self.read(path))
+
+    def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        batch = pad_batch(features, self.special_ids.pad)
+        batch["labels"] = torch.tensor([f["label"] for f in features], dtype=features[0]["dtype"])
+        return batch
+
+    def _loader(self, name: str, shuffle: bool, batch_size: int):
+        return torch.utils.data.DataLoader(self.datasets[name], batch_size=batch_size, shuffle=shuffle,
+                                           collate_fn=self.collate, num_workers=self.num_workers,
+                                           pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self):
+        return self._loader("train", True, self.batch_size)
+
+    def val_dataloader(self):
+        return [self._loader(name, False, self.eval_batch_size) for name in self.val_names]

@@ -1,0 +1,275 @@
+"""SQuAD v1.1 / v2.0: reading and validating the JSON, windowed features, and post-processing.
+
+Features follow the original BERT ``run_squad.py``: the question is cut to ``max_query_length`` tokens;
+the context is cut into windows of ``max_seq_length - len(question) - 3`` tokens whose starts are
+``doc_stride`` tokens apart; each window is ``[CLS] question [SEP] context-window [SEP]``. Character
+offsets come from ``tokenizers``, so a predicted token span maps back to the exact characters of the
+original context. A training label is the answer's first and last token, or [CLS] (index 0) when the
+question is unanswerable or its answer is not inside the window. At evaluation a span may start only
+at a token whose window is its "max context" window (the original's rule for overlapping windows).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from .base import VocabularyDataModule
+from .glue import DataFileError, EncodedDataset, pad_batch
+
+
+@dataclass
+class SquadExample:
+    qid: str
+    question: str
+    context: str
+    answers: list[dict]  # {"text", "answer_start"}; empty when unanswerable
+    is_impossible: bool = False
+    title: str = ""
+
+
+def _require(condition: bool, where: str, message: str) -> None:
+    if not condition:
+        raise DataFileError(f"{where}: {message}")
+
+
+def read_squad(path: str | Path, articles: list[int | None] | None = None) -> list[SquadExample]:
+    """All questions of the file (or of the articles ``[start, end)``), validated."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataFileError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    _require(isinstance(raw, dict) and isinstance(raw.get("data"), list), str(path), "expected {\"data\": [...]}")
+    data = raw["data"]
+    selected = range(len(data))[slice(*articles)] if articles else range(len(data))
+    examples, seen = [], set()
+    for a in selected:
+        article, where_a = data[a], f"{path}: data[{a}]"
+        _require(isinstance(article, dict) and isinstance(article.get("paragraphs"), list), where_a, "no paragraphs list")
+        for p, paragraph in enumerate(article["paragraphs"]):
+            where_p = f"{where_a}.paragraphs[{p}]"
+            context = paragraph.get("context") if isinstance(paragraph, dict) else None
+            _require(isinstance(context, str) and context.strip() != "", where_p, "missing or empty 'context'")
+            _require(isinstance(paragraph.get("qas"), list), where_p, "no 'qas' list")
+            for q, qa in enumerate(paragraph["qas"]):
+                where = f"{where_p}.qas[{q}]"
+                _require(isinstance(qa, dict), where, "not an object")
+                for key in ("id", "question", "answers"):
+                    _require(key in qa, where, f"missing {key!r}")
+                _require(isinstance(qa["question"], str) and qa["question"].strip() != "", where, "empty question")
+                _require(qa["id"] not in seen, where, f"duplicate id {qa['id']!r}")
+                seen.add(qa["id"])
+                impossible = bool(qa.get("is_impossible", False))
+                answers = qa["answers"]
+                _require(isinstance(answers, list), where, "'answers' is not a list")
+                _require(impossible or answers, where, "no answers and not is_impossible")
+                for n, answer in enumerate(answers):
+                    _require(isinstance(answer, dict) and isinstance(answer.get("text"), str)
+                             and isinstance(answer.get("answer_start"), int), f"{where}.answers[{n}]",
+                             "needs 'text' and an integer 'answer_start'")
+                    start = answer["answer_start"]
+                    _require(context[start:start + len(answer["text"])] == answer["text"], f"{where}.answers[{n}]",
+                             f"answer_start {start} does not point at {answer['text']!r} in the context")
+                examples.append(SquadExample(str(qa["id"]), qa["question"], context,
+                                             [] if impossible else answers, impossible, article.get("title", "")))
+    if not examples:
+        raise DataFileError(f"{path}: no questions in articles {articles}")
+    return examples
+
+
+@dataclass
+class SquadFeature:
+    example_index: int
+    input_ids: list[int]
+    token_type_ids: list[int]
+    offsets: list[tuple[int, int] | None]  # character span in the context, None outside the context
+    max_context: list[bool]  # per token: is this window the token's best-centred window
+    start_position: int = 0
+    end_position: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def _max_context_score(window_start: int, window_length: int, position: int) -> float:
+    left, right = position - window_start, window_start + window_length - 1 - position
+    return min(left, right) + 0.01 * window_length
+
+
+def answer_token_span(offsets: list[tuple[int, int]], start_char: int, end_char: int) -> tuple[int, int]:
+    """First and last context tokens covering the characters [start_char, end_char)."""
+    starts = np.array([o[0] for o in offsets])
+    ends = np.array([o[1] for o in offsets])
+    start = int(np.searchsorted(ends, start_char, side="right"))  # first token ending after start_char
+    end = int(np.searchsorted(starts, end_char, side="left")) - 1  # last token starting before end_char
+    return start, max(end, start)
+
+
+def make_features(examples: list[SquadExample], tokenizer: Tokenizer, max_seq_length: int = 384,
+                  doc_stride: int = 128, max_query_length: int = 64, labels: bool = True) -> list[SquadFeature]:
+    tokenizer.no_truncation()
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    questions = tokenizer.encode_batch([e.question for e in examples], add_special_tokens=False)
+    contexts = tokenizer.encode_batch([e.context for e in examples], add_special_tokens=False)
+    features = []
+    for index, (example, q_enc, c_enc) in enumerate(zip(examples, questions, contexts)):
+        query = q_enc.ids[:max_query_length]
+        doc_ids, doc_offsets = c_enc.ids, c_enc.offsets
+        max_doc = max_seq_length - len(query) - 3
+        windows, start = [], 0
+        while start < len(doc_ids):
+            length = min(len(doc_ids) - start, max_doc)
+            windows.append((start, length))
+            if start + length == len(doc_ids):
+                break
+            start += min(length, doc_stride)
+        answer_span = None
+        if labels and example.answers:
+            first = example.answers[0]
+            answer_span = answer_token_span(doc_offsets, first["answer_start"], first["answer_start"] + len(first["text"]))
+        for w_start, w_len in windows:
+            ids = [cls_id, *query, sep_id, *doc_ids[w_start:w_start + w_len], sep_id]
+            types = [0] * (len(query) + 2) + [1] * (w_len + 1)
+            prefix = len(query) + 2
+            offsets = [None] * prefix + list(doc_offsets[w_start:w_start + w_len]) + [None]
+            max_context = [False] * prefix + ([True] * w_len if len(windows) == 1 else [
+                max(((s, n) for s, n in windows if s <= pos < s + n), key=lambda w: _max_context_score(w[0], w[1], pos))
+                == (w_start, w_len) for pos in range(w_start, w_start + w_len)]) + [False]
+            feature = SquadFeature(index, ids, types, offsets, max_context)
+            if answer_span is not None and w_start <= answer_span[0] and answer_span[1] < w_start + w_len:
+                feature.start_position = answer_span[0] - w_start + prefix
+                feature.end_position = answer_span[1] - w_start + prefix
+            features.append(feature)
+    return features
+
+
+def postprocess(examples: list[SquadExample], features: list[SquadFeature], start_logits: list[np.ndarray],
+                end_logits: list[np.ndarray], n_best_size: int = 20, max_answer_length: int = 30,
+                version_2: bool = False, null_score_diff_threshold: float = 0.0):
+    """Best answer text per question id, and (v2.0) null odds = null score - best span score.
+
+    The null score of a question is the smallest [CLS] score over its windows (as the original).
+    A v2.0 prediction is "" when its null odds exceed ``null_score_diff_threshold``.
+    """
+    by_example = collections.defaultdict(list)
+    for i, feature in enumerate(features):
+        by_example[feature.example_index].append(i)
+    predictions, null_odds = {}, {}
+    for index, example in enumerate(examples):
+        best_score, best_text, null_score = -math.inf, "", math.inf
+        for i in by_example.get(index, []):
+            feature, start, end = features[i], start_logits[i], end_logits[i]
+            n = len(feature.input_ids)
+            start, end = start[:n], end[:n]
+            null_score = min(null_score, float(start[0] + end[0]))
+            top_starts = np.argsort(start)[::-1][:n_best_size]
+            top_ends = np.argsort(end)[::-1][:n_best_size]
+            for s in top_starts:
+                if feature.offsets[s] is None or not feature.max_context[s]:
+                    continue
+                for e in top_ends:
+                    if feature.offsets[e] is None or e < s or e - s + 1 > max_answer_length:
+                        continue
+                    score = float(start[s] + end[e])
+                    if score > best_score:
+                        best_score = score
+                        best_text = example.context[feature.offsets[s][0]:feature.offsets[e][1]]
+        if version_2:
+            diff = null_score - best_score if best_score > -math.inf else math.inf
+            null_odds[example.qid] = diff if math.isfinite(diff) else 1e9
+            predictions[example.qid] = "" if diff > null_score_diff_threshold else best_text
+        else:
+            predictions[example.qid] = best_text
+    return predictions, null_odds
+
+
+class SquadDataModule(VocabularyDataModule):
+    """SQuAD v1.1 or v2.0 JSON; train and validation may be article ranges of the same file."""
+
+    def __init__(
+        self,
+        train_file: str,
+        val_file: str,
+        version_2: bool = False,
+        train_articles: list[int | None] | None = None,
+        val_articles: list[int | None] | None = None,
+        max_seq_length: int = 384,
+        doc_stride: int = 128,
+        max_query_length: int = 64,
+        n_best_size: int = 20,
+        max_answer_length: int = 30,
+        null_score_diff_threshold: float = 0.0,
+        vocab_file: str | None = None,
+        lowercase: bool = True,
+        batch_size: int = 32,
+        eval_batch_size: int = 64,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        limit_train_examples: int | None = None,
+        limit_val_examples: int | None = None,
+    ):
+        super().__init__(vocab_file, lowercase)
+        self.train_file, self.val_file, self.version_2 = train_file, val_file, version_2
+        self.train_articles, self.val_articles = train_articles, val_articles
+        self.max_seq_length, self.doc_stride, self.max_query_length = max_seq_length, doc_stride, max_query_length
+        self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
+        self.null_score_diff_threshold = null_score_diff_threshold
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.num_workers, self.pin_memory = num_workers, pin_memory
+        self.limit_train_examples, self.limit_val_examples = limit_train_examples, limit_val_examples
+        self.val_examples: list[SquadExample] = []
+        self.val_features: list[SquadFeature] = []
+
+    def input_files(self) -> list[Path]:
+        return list(dict.fromkeys([Path(self.train_file), Path(self.val_file)]))
+
+    def prepare_data(self) -> None:
+        read_squad(self.train_file, self.train_articles)
+        read_squad(self.val_file, self.val_articles)
+
+    def _features(self, path, articles, limit, labels):
+        examples = read_squad(path, articles)[:limit]
+        features = make_features(examples, self.tokenizer, self.max_seq_length, self.doc_stride,
+                                 self.max_query_length, labels)
+        return examples, features
+
+    def setup(self, stage: str | None = None) -> None:
+        if stage in (None, "fit"):
+            _, train = self._features(self.train_file, self.train_articles, self.limit_train_examples, True)
+            self.train_dataset = EncodedDataset([
+                {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids,
+                 "start_positions": f.start_position, "end_positions": f.end_position} for f in train])
+        self.val_examples, self.val_features = self._features(
+            self.val_file, self.val_articles, self.limit_val_examples, False)
+        self.val_dataset = EncodedDataset([
+            {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids, "feature_index": i}
+            for i, f in enumerate(self.val_features)])
+
+    def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        batch = pad_batch(features, self.special_ids.pad)
+        for key in ("start_positions", "end_positions", "feature_index"):
+            if key in features[0]:
+                batch[key] = torch.tensor([f[key] for f in features])
+        return batch
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(self.train_dataset, batch_size=self.batch_size, shuffle=True,
+                                           collate_fn=self.collate, num_workers=self.num_workers,
+                                           pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0)
+
+    def val_dataloader(self):
+        return torch.utils.data.DataLoader(self.val_dataset, batch_size=self.eval_batch_size, shuffle=False,
+                                           collate_fn=self.collate, num_workers=self.num_workers,
+                                           pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0)
+
+    def postprocess(self, start_logits, end_logits):
+        return postprocess(self.val_examples, self.val_features, start_logits, end_logits, self.n_best_size,
+                           self.max_answer_length, self.version_2, self.null_score_diff_threshold)

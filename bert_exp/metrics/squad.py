@@ -1,0 +1,123 @@
+"""SQuAD exact match and F1, following the official evaluation scripts (v1.1 and v2.0) exactly.
+
+Normalisation: lower-case, remove punctuation, remove the articles a/an/the, collapse whitespace. The
+score of a question is the maximum over its gold answers. v1.1: averaged over every question of the
+data set (a question without a prediction scores 0). v2.0: an unanswerable question's gold answer is
+the empty string; results are broken down into HasAns and NoAns; with ``na_probs`` (our null odds),
+the best threshold on the evaluated set is searched as the official script does.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import string
+
+_PUNCTUATION = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+
+
+def normalize_answer(s: str) -> str:
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCTUATION)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def _tokens(s: str) -> list[str]:
+    return normalize_answer(s).split() if s else []
+
+
+def exact_match(prediction: str, gold: str) -> int:
+    return int(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def f1_v1(prediction: str, gold: str) -> float:
+    pred, truth = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    common = collections.Counter(pred) & collections.Counter(truth)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(truth)
+    return 2 * precision * recall / (precision + recall)
+
+
+def f1_v2(prediction: str, gold: str) -> float:
+    pred, truth = _tokens(prediction), _tokens(gold)
+    if not pred or not truth:  # either is no-answer: F1 is 1 if they agree, else 0
+        return float(pred == truth)
+    common = collections.Counter(pred) & collections.Counter(truth)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(truth)
+    return 2 * precision * recall / (precision + recall)
+
+
+def evaluate_v1(examples, predictions: dict[str, str]) -> dict[str, float]:
+    """``examples``: objects with ``qid`` and ``answers`` ([{"text": ...}]). Returns exact_match, f1 (0-100)."""
+    em = f1 = 0.0
+    for ex in examples:
+        if ex.qid not in predictions:
+            continue
+        golds = [a["text"] for a in ex.answers]
+        em += max(exact_match(predictions[ex.qid], g) for g in golds)
+        f1 += max(f1_v1(predictions[ex.qid], g) for g in golds)
+    total = len(examples)
+    return {"exact_match": 100.0 * em / total, "f1": 100.0 * f1 / total, "total": total}
+
+
+def _apply_no_answer_threshold(scores, na_probs, has_answer, threshold):
+    return {qid: float(not has_answer[qid]) if na_probs[qid] > threshold else s for qid, s in scores.items()}
+
+
+def _best_threshold(predictions, scores, na_probs, has_answer):
+    score = best = sum(1 for qid in has_answer if not has_answer[qid])
+    best_threshold = 0.0
+    for qid in sorted(na_probs, key=lambda k: na_probs[k]):
+        if qid not in scores:
+            continue
+        if has_answer[qid]:
+            diff = scores[qid]
+        else:
+            diff = -1 if predictions[qid] else 0
+        score += diff
+        if score > best:
+            best, best_threshold = score, na_probs[qid]
+    return 100.0 * best / len(scores), best_threshold
+
+
+def _raw_scores(examples, predictions):
+    """Per answered question: max exact match and F1 over the gold answers ("" when unanswerable)."""
+    exact, f1 = {}, {}
+    for ex in examples:
+        if ex.qid not in predictions:
+            continue
+        golds = [a["text"] for a in ex.answers if normalize_answer(a["text"])] or [""]
+        exact[ex.qid] = max(exact_match(predictions[ex.qid], g) for g in golds)
+        f1[ex.qid] = max(f1_v2(predictions[ex.qid], g) for g in golds)
+    return exact, f1
+
+
+def evaluate_v2(examples, predictions: dict[str, str], na_probs: dict[str, float] | None = None,
+                na_prob_thresh: float = 1.0) -> dict[str, float]:
+    has_answer = {ex.qid: bool([a for a in ex.answers if normalize_answer(a["text"])]) for ex in examples}
+    exact_raw, f1_raw = _raw_scores(examples, predictions)
+    probs = na_probs if na_probs is not None else {qid: 0.0 for qid in has_answer}
+    exact = _apply_no_answer_threshold(exact_raw, probs, has_answer, na_prob_thresh)
+    f1 = _apply_no_answer_threshold(f1_raw, probs, has_answer, na_prob_thresh)
+
+    def summary(qids):
+        n = len(qids)
+        return {"exact": 100.0 * sum(exact.get(q, 0) for q in qids) / n,
+                "f1": 100.0 * sum(f1.get(q, 0) for q in qids) / n, "total": n}
+
+    result = summary(list(has_answer))
+    for name, flag in (("HasAns", True), ("NoAns", False)):
+        qids = [q for q, h in has_answer.items() if h is flag]
+        if qids:
+            result.update({f"{name}_{k}": v for k, v in summary(qids).items()})
+    if na_probs is not None:
+        result["best_exact"], result["best_exact_thresh"] = _best_threshold(predictions, exact_raw, na_probs, has_answer)
+        result["best_f1"], result["best_f1_thresh"] = _best_threshold(predictions, f1_raw, na_probs, has_answer)
+    return result

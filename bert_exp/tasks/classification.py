@@ -1,0 +1,82 @@
+"""Sequence classification (and regression, with one label) on the pooled [CLS]."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassMatthewsCorrCoef
+from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
+
+from ..model import BertConfig, BertForSequenceClassification
+from .base import BertTask
+from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory
+
+
+def build_metrics(names: list[str], num_labels: int) -> MetricCollection:
+    factories = {
+        "acc": lambda: MulticlassAccuracy(num_classes=num_labels, average="micro"),
+        "mcc": lambda: MulticlassMatthewsCorrCoef(num_classes=num_labels),
+        "pearson": PearsonCorrCoef,
+        "spearman": SpearmanCorrCoef,
+    }
+    unknown = set(names) - set(factories)
+    if unknown:
+        raise ValueError(f"task.module.metrics: unknown {sorted(unknown)}; choose from {sorted(factories)}")
+    return MetricCollection({name: factories[name]() for name in names})
+
+
+class ClassificationModule(BertTask):
+    """Cross-entropy over ``num_labels`` classes, or MSE when ``num_labels == 1``. Metrics are computed
+    on every validation set and logged as ``val/<set>/<metric>``; the first set is also ``val/<metric>``."""
+
+    head_prefixes = ("classifier.",)
+
+    def __init__(
+        self,
+        model_config: BertConfig,
+        optimizer: OptimizerFactory,
+        scheduler: SchedulerFactory | None = None,
+        no_decay: list[str] = list(DEFAULT_NO_DECAY),
+        vocab: list[str] | None = None,
+        lowercase: bool = True,
+        num_labels: int = 2,
+        classifier_dropout: float | None = None,
+        metrics: list[str] = ["acc"],
+        val_sets: list[str] = ["dev"],
+    ):
+        super().__init__(optimizer, scheduler, no_decay, vocab, lowercase)
+        self.config = model_config
+        self.num_labels = num_labels
+        self.model = BertForSequenceClassification(model_config, num_labels, classifier_dropout)
+        self.val_sets = list(val_sets)
+        self.val_metrics = nn.ModuleList(build_metrics(list(metrics), num_labels) for _ in self.val_sets)
+
+    def forward(self, batch):
+        return self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+
+    def loss(self, logits, labels):
+        if self.num_labels == 1:
+            return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+        return F.cross_entropy(logits.float(), labels)
+
+    def training_step(self, batch, batch_idx):
+        loss = self.loss(self(batch), batch["labels"])
+        self.log("train/loss", loss, prog_bar=True)
+        self.log_lr()
+        return loss
+
+    def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        logits = self(batch).float()
+        preds = logits.squeeze(-1) if self.num_labels == 1 else logits
+        self.val_metrics[dataloader_idx].update(preds, batch["labels"])
+
+    def on_validation_epoch_end(self):
+        for index, (name, metrics) in enumerate(zip(self.val_sets, self.val_metrics)):
+            values = {key: value.float() for key, value in metrics.compute().items()}
+            for key, value in values.items():
+                self.log(f"val/{name}/{key}", value, prog_bar=False)
+                if index == 0:
+                    self.log(f"val/{key}", value, prog_bar=True)
+            metrics.reset()

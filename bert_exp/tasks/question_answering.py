@@ -1,0 +1,97 @@
+"""Extractive question answering (SQuAD): a linear span head; evaluation with the official metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from ..metrics.squad import evaluate_v1, evaluate_v2
+from ..model import BertConfig, BertForQuestionAnswering
+from .base import BertTask
+from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory
+
+
+def gather_objects(items: list) -> list:
+    """Every rank's items, concatenated (a no-op in a single process)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return items
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, items)
+    return [item for part in gathered for item in part]
+
+
+class QuestionAnsweringModule(BertTask):
+    """Loss = mean of the start and end cross-entropies. At the end of validation the logits of all
+    features (from every rank, each feature once) are post-processed into answers per question, scored
+    as the official scripts do, logged as ``val/exact_match`` and ``val/f1``, and written to
+    ``predictions.json`` (and ``null_odds.json`` for v2.0) in the run directory."""
+
+    head_prefixes = ("qa_outputs.",)
+
+    def __init__(
+        self,
+        model_config: BertConfig,
+        optimizer: OptimizerFactory,
+        scheduler: SchedulerFactory | None = None,
+        no_decay: list[str] = list(DEFAULT_NO_DECAY),
+        vocab: list[str] | None = None,
+        lowercase: bool = True,
+    ):
+        super().__init__(optimizer, scheduler, no_decay, vocab, lowercase)
+        self.config = model_config
+        self.model = BertForQuestionAnswering(model_config)
+        self._outputs: list[tuple[int, np.ndarray, np.ndarray]] = []
+
+    def forward(self, batch):
+        return self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+
+    def training_step(self, batch, batch_idx):
+        start, end = self(batch)
+        length = start.shape[1]  # positions outside the sequence are ignored, as HuggingFace does
+        start_pos = batch["start_positions"].clamp(0, length)
+        end_pos = batch["end_positions"].clamp(0, length)
+        loss = (F.cross_entropy(start.float(), start_pos, ignore_index=length)
+                + F.cross_entropy(end.float(), end_pos, ignore_index=length)) / 2
+        self.log("train/loss", loss, prog_bar=True)
+        self.log_lr()
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        start, end = self(batch)
+        lengths = batch["attention_mask"].sum(1).tolist()
+        for index, s, e, n in zip(batch["feature_index"].tolist(), start.float().cpu().numpy(),
+                                  end.float().cpu().numpy(), lengths):
+            self._outputs.append((index, s[:n], e[:n]))
+
+    def on_validation_epoch_end(self):
+        outputs, self._outputs = gather_objects(self._outputs), []
+        if self.trainer.sanity_checking:
+            return
+        datamodule = self.trainer.datamodule
+        by_index = {index: (s, e) for index, s, e in outputs}  # a feature repeated by a sampler counts once
+        if len(by_index) != len(datamodule.val_features):
+            raise RuntimeError(f"validation produced logits for {len(by_index)} of "
+                               f"{len(datamodule.val_features)} features")
+        starts = [by_index[i][0] for i in range(len(by_index))]
+        ends = [by_index[i][1] for i in range(len(by_index))]
+        predictions, null_odds = datamodule.postprocess(starts, ends)
+        if datamodule.version_2:
+            result = evaluate_v2(datamodule.val_examples, predictions, null_odds)
+            metrics = {"exact_match": result["exact"], "f1": result["f1"],
+                       **{k: v for k, v in result.items() if k not in ("exact", "f1", "total") and "total" not in k}}
+        else:
+            result = evaluate_v1(datamodule.val_examples, predictions)
+            metrics = {"exact_match": result["exact_match"], "f1": result["f1"]}
+        for key, value in metrics.items():
+            self.log(f"val/{key}", float(value), prog_bar=key in ("exact_match", "f1"), rank_zero_only=True)
+        if self.trainer.is_global_zero:
+            out = Path(self.trainer.default_root_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "predictions.json").write_text(json.dumps(predictions, indent=1, ensure_ascii=False))
+            if datamodule.version_2:
+                (out / "null_odds.json").write_text(json.dumps(null_odds, indent=1))
