@@ -32,26 +32,24 @@ def exact_match(prediction: str, gold: str) -> int:
     return int(normalize_answer(prediction) == normalize_answer(gold))
 
 
-def f1_v1(prediction: str, gold: str) -> float:
-    pred, truth = normalize_answer(prediction).split(), normalize_answer(gold).split()
+def _overlap_f1(pred: list[str], truth: list[str]) -> float:
     common = collections.Counter(pred) & collections.Counter(truth)
     same = sum(common.values())
     if same == 0:
         return 0.0
     precision, recall = same / len(pred), same / len(truth)
     return 2 * precision * recall / (precision + recall)
+
+
+def f1_v1(prediction: str, gold: str) -> float:
+    return _overlap_f1(normalize_answer(prediction).split(), normalize_answer(gold).split())
 
 
 def f1_v2(prediction: str, gold: str) -> float:
     pred, truth = _tokens(prediction), _tokens(gold)
     if not pred or not truth:  # either is no-answer: F1 is 1 if they agree, else 0
         return float(pred == truth)
-    common = collections.Counter(pred) & collections.Counter(truth)
-    same = sum(common.values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(pred), same / len(truth)
-    return 2 * precision * recall / (precision + recall)
+    return _overlap_f1(pred, truth)
 
 
 def evaluate_v1(examples, predictions: dict[str, str]) -> dict[str, float]:
