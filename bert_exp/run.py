@@ -155,6 +155,9 @@ def run(cfg: DictConfig) -> float | None:
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None)
         status = "interrupted" if trainer.interrupted else "finished"
+        if status == "finished" and module.last_validated_step != trainer.global_step and trainer.limit_val_batches:
+            # stopped between two validations: validate the final weights, so run.json reports them
+            trainer.validate(module, datamodule=datamodule, verbose=False)
     finally:
         metrics = {k: _number(v) for k, v in sorted(trainer.callback_metrics.items())}
         if trainer.is_global_zero:

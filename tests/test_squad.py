@@ -1,6 +1,5 @@
 import copy
 import json
-import math
 import random
 
 import numpy as np

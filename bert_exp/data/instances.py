@@ -98,7 +98,7 @@ def pack_full_sentences(documents: list[np.ndarray], max_seq_length: int) -> lis
     [SEP] (counted here). A sentence longer than that is cut into pieces."""
     capacity = max_seq_length - 2  # [CLS] ... [SEP]
     instances: list[Instance] = []
-    start, used = None, 0
+    start, end, used = None, 0, 0
     for bounds in documents:
         for k in range(len(bounds) - 1):
             lo, hi = int(bounds[k]), int(bounds[k + 1])

@@ -48,6 +48,7 @@ def check_compatible(config: BertConfig, ckpt: Checkpoint) -> None:
 class BertTask(L.LightningModule):
     # parameter-name prefixes of the task's own head: the only weights that may start fresh
     head_prefixes: tuple[str, ...] = ()
+    last_validated_step = -1
 
     def __init__(
         self,
@@ -72,6 +73,10 @@ class BertTask(L.LightningModule):
             return optimizer
         scheduler = self.scheduler_factory(optimizer, total_steps=int(self.trainer.estimated_stepping_batches))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def on_validation_end(self) -> None:
+        if not self.trainer.sanity_checking:
+            self.last_validated_step = self.global_step
 
     def log_lr(self) -> None:
         self.log("lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)

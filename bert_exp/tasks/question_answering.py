@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
