@@ -22,8 +22,7 @@ from .callbacks import TokenThroughput
 from .config import ConfigError, validate_config
 from .data.tokenizer import vocab_list
 from .model import num_parameters
-from .model.checkpoint import load_checkpoint
-from .tasks import resolve_checkpoint
+from .model.checkpoint import lightning_checkpoint_path, load_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +124,7 @@ def run(cfg: DictConfig) -> float | None:
     _log_through_hydra()
     run_dir = Path(cfg.paths.run_dir)
     check_fresh_run_dir(run_dir)
-    ckpt_path = resolve_checkpoint(cfg.ckpt_path) if cfg.ckpt_path else None
+    ckpt_path = lightning_checkpoint_path(cfg.ckpt_path) if cfg.ckpt_path else None
     init = load_checkpoint(cfg.task.init_from) if cfg.task.get("init_from") else None
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
     batch_size = per_device_batch_size(cfg.global_batch_size, world_size(cfg.trainer), accumulate)

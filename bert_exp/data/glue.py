@@ -142,10 +142,6 @@ class GlueDataModule(VocabularyDataModule):
         return EncodedDataset([{"input_ids": enc.ids, "token_type_ids": enc.type_ids, "label": e.label, "dtype": dtype}
                                for enc, e in zip(encodings, examples)])
 
-    def prepare_data(self) -> None:
-        for path in self.input_files():  # fail early, before any process trains, on a bad row
-            self.read(str(path))
-
     def setup(self, stage: str | None = None) -> None:
         train = self.read(self.train_file)
         if self.limit_train_examples:

@@ -231,10 +231,6 @@ class SquadDataModule(VocabularyDataModule):
     def input_files(self) -> list[Path]:
         return list(dict.fromkeys([Path(self.train_file), Path(self.val_file)]))
 
-    def prepare_data(self) -> None:
-        read_squad(self.train_file, self.train_articles)
-        read_squad(self.val_file, self.val_articles)
-
     def _features(self, path, articles, limit, labels):
         examples = read_squad(path, articles)[:limit]
         features = make_features(examples, self.tokenizer, self.max_seq_length, self.doc_stride,

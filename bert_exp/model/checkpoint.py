@@ -113,20 +113,26 @@ def _load_lightning(path: Path) -> Checkpoint:
                       ckpt.get("num_labels"), str(path), {"global_step": ckpt.get("global_step")})
 
 
-def load_checkpoint(path: str | Path) -> Checkpoint:
-    """A HuggingFace BERT directory, an exported directory, a run directory or a ``.ckpt`` file."""
+def lightning_checkpoint_path(path: str | Path) -> Path:
+    """A ``.ckpt`` file of ours, or a run directory's ``checkpoints/last.ckpt``."""
     path = Path(path).expanduser()
-    if path.is_dir() and (path / "config.json").is_file():
-        return _load_hf_directory(path)
     if path.is_dir():
         last = path / "checkpoints" / "last.ckpt"
         if not last.is_file():
             raise CheckpointError(f"{path} is neither a HuggingFace directory (config.json) nor a run "
                                   f"directory (checkpoints/last.ckpt)")
-        return _load_lightning(last)
-    if path.is_file():
-        return _load_lightning(path)
-    raise CheckpointError(f"checkpoint {path} does not exist")
+        return last
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    return path
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """A HuggingFace BERT directory, an exported directory, a run directory or a ``.ckpt`` file."""
+    path = Path(path).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return _load_hf_directory(path)
+    return _load_lightning(lightning_checkpoint_path(path))
 
 
 def hf_config_dict(ckpt: Checkpoint) -> dict:

@@ -1,10 +1,9 @@
 """LightningModules for pre-training and the downstream tasks, and the optimisation recipe."""
 
-from .base import BertTask, resolve_checkpoint
+from .base import BertTask
 from .classification import ClassificationModule
 from .optim import linear_warmup_decay, parameter_groups
 from .pretraining import PretrainingModule
 from .question_answering import QuestionAnsweringModule
 
-__all__ = ["BertTask", "ClassificationModule", "PretrainingModule", "QuestionAnsweringModule", "linear_warmup_decay", "parameter_groups",
-           "resolve_checkpoint"]
+__all__ = ["BertTask", "ClassificationModule", "PretrainingModule", "QuestionAnsweringModule", "linear_warmup_decay", "parameter_groups"]

@@ -4,11 +4,8 @@ the model description saved into every Lightning checkpoint."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-
 import lightning as L
 
-from ..errors import UserError
 from ..model import BertConfig
 from ..model.checkpoint import TIED_KEYS, Checkpoint, CheckpointError
 from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory, parameter_groups
@@ -18,23 +15,6 @@ log = logging.getLogger(__name__)
 # BertConfig fields that must agree between the configured model and a checkpoint it starts from
 SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "max_position_embeddings", "type_vocab_size", "hidden_act")
-
-
-class CheckpointNotFound(UserError, FileNotFoundError):
-    pass
-
-
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A ``.ckpt`` file, or a run directory (its ``checkpoints/last.ckpt``)."""
-    path = Path(path).expanduser()
-    if path.is_dir():
-        candidate = path / "checkpoints" / "last.ckpt"
-        if not candidate.is_file():
-            raise CheckpointNotFound(f"{path} is a directory without checkpoints/last.ckpt")
-        return candidate
-    if not path.is_file():
-        raise CheckpointNotFound(f"checkpoint {path} does not exist")
-    return path
 
 
 def check_compatible(config: BertConfig, ckpt: Checkpoint) -> None:
