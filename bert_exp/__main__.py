@@ -24,6 +24,11 @@ def _main(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
+    if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:  # our groups and presets; Hydra's: --hydra-help
+        from .cli_help import help_text
+
+        print(help_text())
+        return
     # `--cfg job` shows the config as it will run: interpolations resolved (Hydra's --resolve)
     if "--cfg" in sys.argv[1:] or "-c" in sys.argv[1:]:
         if "--resolve" not in sys.argv:

@@ -10,24 +10,23 @@ import platform
 import subprocess
 import time
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 import lightning as L
 import torch
 from hydra.utils import instantiate
+from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .callbacks import TokenThroughput
 from .config import ConfigError, validate_config
+from .config_tree import show_config
 from .data.tokenizer import vocab_list
+from .info import package_versions
 from .model import num_parameters
 from .model.checkpoint import lightning_checkpoint_path, load_checkpoint
 
 log = logging.getLogger(__name__)
-
-PACKAGES = ("bert_exp", "torch", "lightning", "hydra-core", "omegaconf", "torchmetrics", "tokenizers",
-            "wandb", "safetensors", "numpy")
 
 
 def _log_through_hydra() -> None:
@@ -84,16 +83,6 @@ def git_commit() -> dict | None:
         return None
 
 
-def package_versions() -> dict[str, str | None]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
 def _number(value):
     if isinstance(value, torch.Tensor):
         value = value.item()
@@ -124,6 +113,8 @@ def run(cfg: DictConfig) -> float | None:
     _log_through_hydra()
     run_dir = Path(cfg.paths.run_dir)
     check_fresh_run_dir(run_dir)
+    if rank_zero_only.rank == 0:
+        show_config(cfg, save_to=run_dir / "config_tree.txt")
     ckpt_path = lightning_checkpoint_path(cfg.ckpt_path) if cfg.ckpt_path else None
     init = load_checkpoint(cfg.task.init_from) if cfg.task.get("init_from") else None
     accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
@@ -132,6 +123,7 @@ def run(cfg: DictConfig) -> float | None:
     L.seed_everything(cfg.seed, workers=True)
     started = time.time()
     datamodule = instantiate(cfg.data, batch_size=batch_size)
+    datamodule.ensure_inputs()  # fetch missing data sets (data.download), or name the command that does
     if init is not None and init.vocab:  # tokenize with the vocabulary the weights were trained with
         datamodule.use_vocabulary(init.vocab, init.lowercase)
     vocab = vocab_list(datamodule.tokenizer)

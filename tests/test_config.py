@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,17 @@ def test_sweeps_are_a_config_group():
     cfg = compose_config(["+experiment=pretrain_tiny", "+sweeps=pretrain_lr_warmup"])
     assert cfg.experiment_name == "pretrain_tiny"
     assert Path(resource_dir("sweeps"), "pretrain_lr_warmup.yaml").is_file()
+
+
+def test_help_lists_groups_and_presets_with_descriptions():
+    result = run_cli(["--help"])
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    presets = sorted(p.stem for p in Path(resource_dir("conf"), "experiment").glob("*.yaml"))
+    for name in presets:  # every preset, each with its one-line description
+        line = next(line for line in out.splitlines() if line.strip().startswith(name + " "))
+        assert len(line.split(None, 1)[1]) > 15, line
+    assert "pretrain_tiny          BERT-tiny (L2/H128) MLM+NSP" in out
+    assert re.search(r"^  model +base, large, medium, mini, minilm_l6, small, tiny\*$", out, re.M)
+    assert re.search(r"^  hardware +cpu\*, gpu", out, re.M)
+    assert "pretrain_lr_warmup" in out and "python -m bert_exp.data download NAME" in out

@@ -38,3 +38,10 @@ def test_wheel_install_finds_conf_and_sweeps(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "experiment_name: pretrain_tiny" in result.stdout
     assert "optim.optimizer.lr: 5.0e-4,1.0e-3,2.0e-3" in result.stdout
+
+    # the data catalog travels too, and the helpers that read the tree work from the wheel
+    listing = run("-m", "bert_exp.data", "--data-dir", str(tmp_path / "nodata"), "list")
+    assert listing.returncode == 0, listing.stderr
+    assert "cola" in listing.stdout and "wikitext103" in listing.stdout and "missing" in listing.stdout
+    helped = run("-m", "bert_exp", "--help")
+    assert helped.returncode == 0 and "pretrain_tiny" in helped.stdout

@@ -48,9 +48,14 @@ def test_pretrain_tiny_learns(first_run):
 
 
 def test_run_directory_holds_everything(first_run):
-    run_dir, _, _ = first_run
-    for name in ("config.yaml", ".hydra/config.yaml", "vocab.txt", "checkpoints/last.ckpt", "bert_exp.log"):
+    run_dir, result, _ = first_run
+    for name in ("config.yaml", ".hydra/config.yaml", "config_tree.txt", "vocab.txt", "checkpoints/last.ckpt",
+                 "bert_exp.log"):
         assert (run_dir / name).exists(), name
+    # the resolved config, printed as a tree when the run starts and saved with it
+    tree = (run_dir / "config_tree.txt").read_text()
+    assert tree.startswith("config\n├── task") and "hidden_size: 128" in tree and "${" not in tree
+    assert "├── model" in result.stdout and "max_steps: 300" in result.stdout
     best = list((run_dir / "checkpoints").glob("best-step*.ckpt"))
     assert len(best) == 1
     assert list((run_dir / "wandb").glob("offline-run-*")), "W&B should log offline without credentials"

@@ -1,5 +1,6 @@
 
 import pytest
+from helpers import compose_config
 
 from bert_exp.data.text import (
     CorpusError, document_sentences, expand_inputs, iter_documents, read_text, split_documents, split_sentences,
@@ -71,3 +72,13 @@ def test_expand_inputs(tmp_path):
         expand_inputs([str(tmp_path / "nothing.txt")])
     with pytest.raises(CorpusError, match="matches no files"):
         expand_inputs([str(tmp_path / "*.json")])
+
+
+@pytest.mark.parametrize("name", ["wikitext2", "wikitext103"])
+def test_wikitext_configs_split_one_document_per_article(name, data_dir):
+    """The configs' heading regex on the WikiText-2 valid split gives its 60 published articles."""
+    cfg = compose_config([f"data={name}"])
+    assert cfg.data.files[0].endswith(f"corpus/{name.replace('wikitext', 'wikitext-')}-raw/wiki.train.raw")
+    text = (data_dir / "corpus/wikitext-2-tokenized/valid.txt").read_text(encoding="utf-8")
+    documents = split_documents(text, cfg.data.doc_boundary, cfg.data.document_regex)
+    assert len(documents) == 60 and documents[0].strip().startswith("= Homarus gammarus =")

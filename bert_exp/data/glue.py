@@ -110,8 +110,9 @@ class GlueDataModule(VocabularyDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         limit_train_examples: int | None = None,
+        download: bool = True,
     ):
-        super().__init__(vocab_file, lowercase)
+        super().__init__(vocab_file, lowercase, download)
         if not 1 <= len(text_columns) <= 2:
             raise ValueError("data.text_columns: one column (single sentences) or two (pairs)")
         self.train_file, self.val_files = train_file, dict(val_files)

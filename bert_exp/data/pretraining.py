@@ -56,8 +56,9 @@ class PretrainingDataModule(VocabularyDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         seed: int = 12345,
+        download: bool = True,
     ):
-        super().__init__(tokenizer.vocab_file, tokenizer.lowercase)
+        super().__init__(tokenizer.vocab_file, tokenizer.lowercase, download)
         if masking not in ("dynamic", "static"):
             raise ValueError(f"data.masking={masking!r}: expected dynamic or static")
         self.files_spec = list(files)
@@ -91,6 +92,9 @@ class PretrainingDataModule(VocabularyDataModule):
     def input_files(self) -> list[Path]:
         return self.files
 
+    def required_inputs(self) -> list[str]:
+        return [str(spec) for spec in self.files_spec]
+
     def load_tokenizer(self) -> Tokenizer:
         """Loads ``vocab_file`` or the cached vocabulary trained on this corpus (training it once)."""
         spec = self.tokenizer_spec
@@ -116,6 +120,7 @@ class PretrainingDataModule(VocabularyDataModule):
 
     def prepare_data(self) -> None:
         """Runs on one process per node before the others set up (Lightning's contract)."""
+        self.ensure_inputs()
         atomic_directory(self.corpus_dir,
                          lambda d: build_corpus_cache(self.files, self.tokenizer, d, self.settings, self.data_checksums))
 

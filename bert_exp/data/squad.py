@@ -215,8 +215,9 @@ class SquadDataModule(VocabularyDataModule):
         pin_memory: bool = False,
         limit_train_examples: int | None = None,
         limit_val_examples: int | None = None,
+        download: bool = True,
     ):
-        super().__init__(vocab_file, lowercase)
+        super().__init__(vocab_file, lowercase, download)
         self.train_file, self.val_file, self.version_2 = train_file, val_file, version_2
         self.train_articles, self.val_articles = train_articles, val_articles
         self.max_seq_length, self.doc_stride, self.max_query_length = max_seq_length, doc_stride, max_query_length
