@@ -200,8 +200,10 @@ def fetch(source: DataSource, data_dir: str | Path | None = None, force: bool = 
             target = data_dir / download.path
             target.unlink(missing_ok=True)  # present but corrupt (or --force): fetch it again
             _retrieve(download, target, data_dir, progress)
-            hashes[download.path] = file_sha256(target)
             expected = source.files.get(download.path)
+            if expected == download.sha256:  # pooch has checked exactly this
+                continue
+            hashes[download.path] = file_sha256(target)
             if expected and hashes[download.path] != expected:
                 target.unlink()
                 raise DownloadError(f"{download.url}: sha256 {hashes[download.path]} is not the expected {expected} "
@@ -225,8 +227,11 @@ def fetch(source: DataSource, data_dir: str | Path | None = None, force: bool = 
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         archive.unlink()  # unpacked and verified; the files keep their checksums in the record
-    _record(data_dir, {rel: digest for rel, digest in hashes.items() if source.files.get(rel) is None})
-    missing = [s.rel for s in file_status(source, data_dir) if s.state in ("missing", "corrupt")]
+    unchecked = {rel: digest for rel, digest in hashes.items() if source.files.get(rel) is None}
+    if unchecked:
+        _record(data_dir, unchecked)
+    # everything written was verified on the way in; only a file no download provided can be absent
+    missing = [rel for rel in source.files if not (data_dir / rel).is_file()]
     if missing:
         raise DownloadError(f"{source.name}: the downloads did not provide {', '.join(missing)} "
                             f"(check the unpack mapping in {source.origin})")
