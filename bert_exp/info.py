@@ -26,7 +26,7 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags() -> set[str]:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("flags"):
@@ -36,7 +36,7 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -52,10 +52,10 @@ def devices() -> list[dict]:
 
     import torch
 
-    flags = _cpu_flags()
+    flags = cpu_flags()
     fast_bf16 = sorted(flags & {"amx_bf16", "avx512_bf16"})
     out = [{
-        "device": "cpu", "name": _cpu_name(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "device": "cpu", "name": cpu_name(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
         "precisions": {
             "32-true": "yes",
             "bf16-mixed": f"yes, in hardware ({', '.join(fast_bf16)})" if fast_bf16 else "yes, emulated (slow)",

@@ -78,3 +78,24 @@ def test_initialise_from_the_checkpoint_of_another_run(tmp_path):
         assert torch.equal(a, b), name
     with pytest.raises(CheckpointError, match="does not exist"):
         load_checkpoint(tmp_path / "missing.ckpt")
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_fused_adamw_clips_the_gradient_norm_under_lightning(precision):
+    """Lightning refuses fused optimizers with clipping under mixed precision; without a loss scaler
+    our hook clips directly, and the norm the optimizer sees is at most the configured 1.0."""
+    import lightning as L
+
+    module = PretrainingModule(CONFIG, optimizer=partial(torch.optim.AdamW, lr=1e-3, fused=True))
+    norms = []
+
+    class Record(L.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):  # grads as stepped on
+            norms.append(torch.nn.utils.get_total_norm([p.grad for p in pl_module.parameters() if p.grad is not None]))
+
+    batches = [PretrainingCollator(SpecialIds(0, 2, 3, 4, 30522))(synthetic_samples(4, max_len=32)) for _ in range(3)]
+    trainer = L.Trainer(accelerator="cpu", precision=precision, max_steps=3, gradient_clip_val=1.0, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[Record()])
+    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
+    assert len(norms) == 3 and all(n <= 1.0 + 1e-4 for n in norms), norms

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
+from .dropout import Dropout, dropout
 
 
 def _activation(name: str):
@@ -26,7 +27,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
         seq_len = input_ids.shape[1]
@@ -55,10 +56,22 @@ class BertSelfAttention(nn.Module):
             return t.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
 
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=self.dropout_p if self.training else 0.0
-        )
+        p = self.dropout_p if self.training else 0.0
+        if p and x.device.type == "cpu":
+            out = _attention_with_cpu_dropout(q, k, v, attn_mask, p)
+        else:  # SDPA: fused kernels, with their own dropout on GPU
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
         return out.transpose(1, 2).reshape(batch, seq_len, hidden)
+
+
+def _attention_with_cpu_dropout(q, k, v, attn_mask, p: float) -> torch.Tensor:
+    """SDPA's own arithmetic, spelled out so the probabilities go through the fast CPU dropout (SDPA
+    falls back to this path on CPU whenever dropout is on, with torch's slower Bernoulli sampling)."""
+    scores = torch.matmul(q, k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    return torch.matmul(dropout(probs, p, True), v)
 
 
 class BertSelfOutput(nn.Module):
@@ -66,7 +79,7 @@ class BertSelfOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)  # post-LN
@@ -97,7 +110,7 @@ class BertOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
@@ -266,7 +279,7 @@ class BertForSequenceClassification(BertPreTrainedModel):
         self.num_labels = num_labels
         self.bert = BertModel(config)
         p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
-        self.dropout = nn.Dropout(p)
+        self.dropout = Dropout(p)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         self.init_weights()
 

@@ -4,7 +4,9 @@ the model description saved into every Lightning checkpoint."""
 from __future__ import annotations
 
 import logging
+
 import lightning as L
+import torch
 
 from ..model import BertConfig
 from ..model.checkpoint import TIED_KEYS, Checkpoint, CheckpointError
@@ -53,6 +55,17 @@ class BertTask(L.LightningModule):
             return optimizer
         scheduler = self.scheduler_factory(optimizer, total_steps=int(self.trainer.estimated_stepping_batches))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        """Lets fused AdamW clip under bf16-mixed. Lightning refuses any optimizer that unscales gradients
+        itself under mixed precision, which is needed only when a loss scaler is active (16-mixed); with
+        bf16 or fp32 the gradients are unscaled and clipping them directly is exact."""
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)
+        if (gradient_clip_val and scaler is None and getattr(optimizer, "_step_supports_amp_scaling", False)
+                and gradient_clip_algorithm in (None, "norm")):
+            torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
+            return
+        self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
     def on_validation_end(self) -> None:
         if not self.trainer.sanity_checking:

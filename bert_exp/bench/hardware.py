@@ -1,0 +1,69 @@
+"""What the device can do: the measured matmul peak, and counting a step's FLOPs and peak memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+# shapes of BERT's own products (tokens x hidden x 4*hidden) and a large square one; the best is the peak
+PEAK_SHAPES = ((4096, 768, 3072), (4096, 3072, 768), (4096, 4096, 4096))
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, repeats: int = 5) -> float:
+    """FLOP/s of plain matrix products of ``dtype`` on ``device``: the median of ``repeats`` timings of
+    each shape (single timings scatter widely on a shared CPU), the best shape's."""
+    best = 0.0
+    for m, k, n in PEAK_SHAPES:
+        a = torch.randn(m, k, device=device).to(dtype)
+        b = torch.randn(k, n, device=device).to(dtype)
+        a @ b
+        seconds = []
+        for _ in range(repeats):
+            synchronize(device)
+            start = time.perf_counter()
+            a @ b
+            synchronize(device)
+            seconds.append(time.perf_counter() - start)
+        best = max(best, 2 * m * k * n / statistics.median(seconds))
+    return best
+
+
+def count_flops(step: Callable[[], object]) -> int:
+    """FLOPs of one call of ``step`` as torch executes it (matrix products, forward and backward): a
+    sparse MLM head counts only the positions it scores."""
+    with FlopCounterMode(display=False) as counter:
+        step()
+    return counter.get_total_flops()
+
+
+def current_rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def run_isolated(module: str, spec: dict) -> dict:
+    """Runs ``python -m module JSON`` and returns the JSON it prints last: peak memory must be taken in a
+    fresh process, since the allocator keeps what another model freed."""
+    done = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{module} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,0 +1,32 @@
+"""Peak memory of a few training steps of one implementation, in a process of its own.
+
+``python -m bert_exp.bench.memory '{"impl": "ours", "task": ..., "size": ..., ...}'`` prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+
+from .hardware import current_rss_bytes, peak_rss_bytes
+from .models import make_pair_step
+
+
+def measure(spec: dict) -> dict:
+    device = torch.device(spec["device"])
+    step = make_pair_step(spec, impl=spec["impl"])
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    before = current_rss_bytes()
+    for _ in range(spec.get("steps", 2)):
+        step()
+    if device.type == "cuda":
+        return {"peak_bytes": torch.cuda.max_memory_allocated(device)}
+    # the peak over the built model's resident size: activations, gradients, optimizer state
+    return {"peak_bytes": peak_rss_bytes() - before}
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(json.loads(sys.argv[1]))))
