@@ -44,3 +44,18 @@ class TokenThroughput(L.Callback):
         if (trainer.global_step % self.log_every_n_steps == 0) and self._window_seconds > 0:
             pl_module.log("train/tokens_per_sec", self._window_tokens / self._window_seconds, on_step=True)
             self._window_tokens, self._window_seconds = 0, 0.0
+
+
+class CompileModel(L.Callback):
+    """Compiles the task's BERT with ``torch.compile`` when training starts (``+callbacks=compile``).
+
+    ``nn.Module.compile`` works in place, so parameter names (and checkpoints) stay HuggingFace's.
+    ``dynamic: false`` suits fixed-shape batches (``data.pad_to_max_length=true``, as on TPU): a batch
+    of a new shape recompiles, so with variable lengths leave it null and let torch decide."""
+
+    def __init__(self, mode: str | None = None, dynamic: bool | None = None, fullgraph: bool = False,
+                 backend: str = "inductor"):
+        self.options = {"mode": mode, "dynamic": dynamic, "fullgraph": fullgraph, "backend": backend}
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        pl_module.model.compile(**self.options)

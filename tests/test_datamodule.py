@@ -94,3 +94,32 @@ def test_too_few_documents_is_a_clear_error(data_dir, cache_dir):
                                tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir))
     with pytest.raises(CorpusError, match="1 documents"):
         dm.prepare_data()
+
+
+def test_cache_build_memory_does_not_grow_with_the_corpus(data_dir, tmp_path):
+    """Tokens and instances stream to disk: 4x the corpus must not need ~4x the memory."""
+    import tracemalloc
+
+    from bert_exp.data.corpus import InstanceSettings, build_corpus_cache
+    from bert_exp.data.tokenizer import load_vocab_file
+    from bert_exp.resolvers import _minilm_dir
+
+    tokenizer = load_vocab_file(f"{_minilm_dir()}/vocab.txt")
+    source = tmp_path / "part.txt"  # 200 kB of tiny-shakespeare, a document per file
+    source.write_bytes((data_dir / "corpus" / "tinyshakespeare" / "input.txt").read_bytes()[:200_000])
+    peaks = {}
+    for scale in (1, 4):
+        files = []
+        for copy in range(4 * scale):
+            link = tmp_path / f"in{scale}" / f"{copy}.txt"
+            link.parent.mkdir(exist_ok=True)
+            link.symlink_to(source)
+            files.append(link)
+        out = tmp_path / f"out{scale}"
+        out.mkdir()
+        tracemalloc.start()
+        build_corpus_cache(files, tokenizer, out, InstanceSettings(), {})
+        peaks[scale] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert np.load(out / "tokens.npy", mmap_mode="r").shape[0] > 40_000 * 4 * scale
+    assert peaks[4] < 1.5 * peaks[1], peaks

@@ -99,3 +99,19 @@ def test_fused_adamw_clips_the_gradient_norm_under_lightning(precision):
                         callbacks=[Record()])
     trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
     assert len(norms) == 3 and all(n <= 1.0 + 1e-4 for n in norms), norms
+
+
+def test_compile_callback_keeps_parameter_names():
+    import lightning as L
+
+    from bert_exp.callbacks import CompileModel
+
+    module = make_module()
+    names = list(module.state_dict())
+    batches = [PretrainingCollator(SpecialIds(0, 2, 3, 4, 30522))(synthetic_samples(4, max_len=32)) for _ in range(2)]
+    trainer = L.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[CompileModel(backend="eager")])  # inductor would take minutes here
+    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
+    assert module.model._compiled_call_impl is not None
+    assert list(module.state_dict()) == names

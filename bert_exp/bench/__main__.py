@@ -87,8 +87,8 @@ def _gib(n: int | None) -> str:
 
 def model_table(results: list[dict], peaks: dict) -> str:
     lines = [
-        "| task | size | precision | ours tokens/s | transformers tokens/s | speed-up (median) "
-        "| ours peak mem | transformers peak mem | ours TFLOP/s (of peak) | transformers TFLOP/s (of peak) |",
+        ("| task | size | precision | ours tokens/s | transformers tokens/s | speed-up (median) "
+         "| ours peak mem | transformers peak mem | ours TFLOP/s (of peak) | transformers TFLOP/s (of peak) |"),
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:

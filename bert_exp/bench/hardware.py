@@ -56,14 +56,19 @@ def current_rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
-    """This process's peak resident memory (Linux reports KiB)."""
+    """This process's peak resident memory: VmHWM, which belongs to the process image (getrusage's
+    ru_maxrss would carry the parent's peak over a fork and exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def run_isolated(module: str, spec: dict) -> dict:
     """Runs ``python -m module JSON`` and returns the JSON it prints last: peak memory must be taken in a
     fresh process, since the allocator keeps what another model freed."""
-    done = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(f"{module} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -3,13 +3,19 @@ sequence length, precision, device."""
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf
-
 import torch
+from omegaconf import OmegaConf
 
 from ..config import resource_dir
 from ..model import BertConfig
-from .steps import build_ours, build_reference, loss_ours, loss_reference, make_step, random_batch
+from .steps import (
+    build_ours,
+    build_reference,
+    loss_ours,
+    loss_reference,
+    make_step,
+    random_batch,
+)
 
 
 def model_config(size: str) -> BertConfig:

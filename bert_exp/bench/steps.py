@@ -15,7 +15,12 @@ import torch
 import torch.nn.functional as F
 
 from ..data.masking import IGNORE_INDEX
-from ..model import BertConfig, BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification
+from ..model import (
+    BertConfig,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+)
 
 TASKS = ("pretraining", "classification", "qa")
 
@@ -37,7 +42,7 @@ class Batch:
     def tokens(self) -> int:
         return self.input_ids.numel()
 
-    def to(self, device: torch.device) -> "Batch":
+    def to(self, device: torch.device) -> Batch:
         return Batch(**{k: v.to(device) for k, v in self.__dict__.items()})
 
 
@@ -93,7 +98,7 @@ def loss_ours(task: str, model: torch.nn.Module, b: Batch) -> torch.Tensor:
 
 
 def loss_reference(task: str, model: torch.nn.Module, b: Batch) -> torch.Tensor:
-    common = dict(input_ids=b.input_ids, token_type_ids=b.token_type_ids, attention_mask=b.attention_mask)
+    common = {"input_ids": b.input_ids, "token_type_ids": b.token_type_ids, "attention_mask": b.attention_mask}
     if task == "pretraining":
         return model(**common, labels=b.dense_labels, next_sentence_label=b.next_sentence_label).loss
     if task == "classification":

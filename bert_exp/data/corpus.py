@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +26,8 @@ import torch
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from .masking import IGNORE_INDEX
 from .instances import create_instances_from_document, pack_full_sentences
+from .masking import IGNORE_INDEX
 from .text import CorpusError, iter_documents
 
 
@@ -58,23 +59,56 @@ def _tokenize_documents(files: list[Path], tokenizer: Tokenizer, s: InstanceSett
             yield ids
 
 
+class _ArrayAppender:
+    """Appends arrays of one dtype and row width to a raw file, then turns it into a ``.npy`` file, in
+    blocks: the cache is built with memory that does not grow with the corpus."""
+
+    BLOCK_BYTES = 64 << 20
+
+    def __init__(self, path: Path, dtype, width: int = 1):
+        self.path, self.dtype, self.width = path, np.dtype(dtype), width
+        self.raw = path.with_suffix(".part")
+        self.file = open(self.raw, "wb")  # noqa: SIM115 - closed in finish()
+        self.count = 0
+
+    def append(self, values) -> None:
+        array = np.asarray(values, dtype=self.dtype)
+        self.file.write(array.tobytes())
+        self.count += array.size
+
+    def finish(self) -> int:
+        """Writes the ``.npy`` header, then copies the raw bytes behind it (plain writes, not a memory
+        map, whose dirty pages would count as this process's memory)."""
+        self.file.close()
+        shape = (self.count // self.width, self.width) if self.width > 1 else (self.count,)
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": shape}
+        with open(self.path, "wb") as out, open(self.raw, "rb") as raw:
+            np.lib.format.write_array_header_1_0(out, header)
+            shutil.copyfileobj(raw, out, self.BLOCK_BYTES)
+        self.raw.unlink()
+        return shape[0]
+
+
 def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path, settings: InstanceSettings,
                        file_checksums: dict[str, str]) -> None:
+    """Tokens and instances stream to disk as they are made; what stays in memory is each document's
+    sentence offsets (8 bytes a sentence), which instance creation reads at random for NotNext pairs."""
     s = settings
     if s.max_seq_length < 8:
         raise CorpusError(f"data.max_seq_length={s.max_seq_length} is too short for sentence pairs")
     token_dtype = np.uint16 if tokenizer.get_vocab_size() <= np.iinfo(np.uint16).max + 1 else np.int32
 
-    chunks, documents, offset = [], [], 0
+    tokens = _ArrayAppender(directory / "tokens.npy", token_dtype)
+    documents, offset = [], 0
     for sentence_ids in tqdm(_tokenize_documents(files, tokenizer, s), desc="tokenizing corpus", unit=" docs"):
         lengths = np.fromiter((len(x) for x in sentence_ids), dtype=np.int64, count=len(sentence_ids))
         bounds = offset + np.concatenate([[0], np.cumsum(lengths)])
         documents.append(bounds)
-        chunks.append(np.concatenate(sentence_ids).astype(token_dtype))
+        tokens.append(np.concatenate(sentence_ids))
         offset = int(bounds[-1])
+    tokens.finish()
     if not documents:
         raise CorpusError(f"the corpus files {[str(f) for f in files[:3]]}... hold no text")
-    tokens = np.concatenate(chunks)
     doc_starts = np.array([d[0] for d in documents] + [offset], dtype=np.int64)
 
     rng = random.Random(s.seed)
@@ -92,21 +126,20 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
     counts = {}
     for split, doc_ids in splits.items():
         split_docs = [documents[i] for i in doc_ids]
-        instances = []
+        instances = _ArrayAppender(directory / f"{split}.npy", np.int64, width=5)
         for _ in range(s.dupe_factor):
             if s.nsp:
                 for index in range(len(split_docs)):
-                    instances.extend(create_instances_from_document(
-                        split_docs, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document))
+                    instances.append(np.asarray(create_instances_from_document(
+                        split_docs, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document),
+                        dtype=np.int64).reshape(-1))
             else:
-                instances.extend(pack_full_sentences(split_docs, s.max_seq_length))
-        array = np.asarray(instances, dtype=np.int64).reshape(-1, 5)
-        np.save(directory / f"{split}.npy", array)
-        counts[split] = {"documents": len(doc_ids), "instances": len(array)}
+                instances.append(np.asarray(pack_full_sentences(split_docs, s.max_seq_length),
+                                            dtype=np.int64).reshape(-1))
+        counts[split] = {"documents": len(doc_ids), "instances": instances.finish()}
 
-    np.save(directory / "tokens.npy", tokens)
     np.save(directory / "doc_starts.npy", doc_starts)
-    meta = {"tokens": int(len(tokens)), "documents": len(documents), "splits": counts,
+    meta = {"tokens": offset, "documents": len(documents), "splits": counts,
             "files": file_checksums, "settings": s.__dict__}
     (directory / "meta.json").write_text(json.dumps(meta, indent=1))
 
