@@ -33,6 +33,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=2, help="steps per side per round")
     p.add_argument("--repeats", type=int, default=3, help="rounds of alternation")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (auto: cuda when present)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile our model (callbacks=compile in a run); transformers' stays eager")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs (a process each)")
     p.add_argument("--data", nargs="*", metavar="FILE", default=None,
                    help="also time data preparation on these text files (default: the corpus config's)")
@@ -59,9 +61,12 @@ def bench_pair(spec: dict, args, peaks: dict) -> dict:
     device = torch.device(spec["device"])
     pair = make_pair(spec)
     tokens = spec["batch"] * spec["seq"]
-    flops = {impl: count_flops(pair[impl]) for impl in IMPLS}  # also the warm-up step
+    flops = {impl: count_flops(pair[impl]) for impl in IMPLS}  # eager, and a first warm-up step
+    if args.compile:
+        pair["ours"].model.compile()
     for impl in IMPLS:
-        pair[impl]()
+        for _ in range(2 if args.compile else 1):  # compilation happens here, outside the timings
+            pair[impl]()
     seconds = {impl: [] for impl in IMPLS}
     for round_ in range(args.repeats):
         for impl in IMPLS:
@@ -70,14 +75,15 @@ def bench_pair(spec: dict, args, peaks: dict) -> dict:
             f"transformers {seconds['transformers'][-1]:.3f} s/step")
     del pair
     ratios = [r / o for o, r in zip(seconds["ours"], seconds["transformers"])]
-    result = {**spec, "ratio": statistics.median(ratios), "ratios": ratios}
+    result = {**spec, "ratio": statistics.median(ratios), "ratios": ratios, "compiled": args.compile}
     peak = peaks[spec["precision"]]
     for impl in IMPLS:
         s = statistics.median(seconds[impl])
         result[impl] = {"seconds": s, "tokens_per_s": tokens / s, "flops": flops[impl],
                         "flop_per_s": flops[impl] / s, "peak_fraction": flops[impl] / s / peak}
         if not args.no_memory:
-            result[impl]["peak_bytes"] = run_isolated("bert_exp.bench.memory", {**spec, "impl": impl})["peak_bytes"]
+            result[impl]["peak_bytes"] = run_isolated("bert_exp.bench.memory",
+                                                       {**spec, "impl": impl, "compile": args.compile})["peak_bytes"]
     return result
 
 
@@ -94,7 +100,7 @@ def model_table(results: list[dict], peaks: dict) -> str:
     for r in results:
         o, t = r["ours"], r["transformers"]
         lines.append(
-            f"| {r['task']} | {r['size']} | {r['precision']} | {o['tokens_per_s']:,.0f} | {t['tokens_per_s']:,.0f} "
+            f"| {r['task']} | {r['size']} | {r['precision']}{' compiled' if r['compiled'] else ''} | {o['tokens_per_s']:,.0f} | {t['tokens_per_s']:,.0f} "
             f"| **{r['ratio']:.2f}x** ({min(r['ratios']):.2f}-{max(r['ratios']):.2f}) "
             f"| {_gib(o.get('peak_bytes'))} | {_gib(t.get('peak_bytes'))} "
             f"| {o['flop_per_s'] / 1e12:.3f} ({o['peak_fraction']:.0%}) "

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from itertools import chain
 from pathlib import Path
 
 from .hardware import peak_rss_bytes, run_isolated
@@ -73,7 +74,7 @@ def prepare_transformers(spec: dict) -> int:
     block = spec["seq"]
 
     def group_texts(examples):  # run_mlm.py's
-        concatenated = {k: sum(examples[k], []) for k in examples}
+        concatenated = {k: list(chain(*examples[k])) for k in examples}
         total = (len(concatenated["input_ids"]) // block) * block
         return {k: [t[i : i + block] for i in range(0, total, block)] for k, t in concatenated.items()}
 

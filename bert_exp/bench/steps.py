@@ -134,4 +134,5 @@ def make_step(task: str, model: torch.nn.Module, loss_fn: Callable, batch: Batch
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
+    step.model = model
     return step

@@ -15,6 +15,7 @@ import torch
 
 from ..errors import UserError
 from .base import VocabularyDataModule
+from .sampling import LengthGroupedSampler
 
 
 class DataFileError(UserError, ValueError):
@@ -111,6 +112,8 @@ class GlueDataModule(VocabularyDataModule):
         pin_memory: bool = False,
         limit_train_examples: int | None = None,
         download: bool = True,
+        group_by_length: bool = False,
+        seed: int = 0,
     ):
         super().__init__(vocab_file, lowercase, download)
         if not 1 <= len(text_columns) <= 2:
@@ -122,6 +125,7 @@ class GlueDataModule(VocabularyDataModule):
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.num_workers, self.pin_memory = num_workers, pin_memory
         self.limit_train_examples = limit_train_examples
+        self.group_by_length, self.seed = group_by_length, seed
         self.datasets: dict[str, EncodedDataset] = {}
 
     def input_files(self) -> list[Path]:
@@ -156,13 +160,18 @@ class GlueDataModule(VocabularyDataModule):
         batch["labels"] = torch.tensor([f["label"] for f in features], dtype=features[0]["dtype"])
         return batch
 
-    def _loader(self, name: str, shuffle: bool, batch_size: int):
-        return torch.utils.data.DataLoader(self.datasets[name], batch_size=batch_size, shuffle=shuffle,
+    def _loader(self, name: str, shuffle: bool, batch_size: int, sampler=None):
+        return torch.utils.data.DataLoader(self.datasets[name], batch_size=batch_size,
+                                           shuffle=shuffle and sampler is None, sampler=sampler,
                                            collate_fn=self.collate, num_workers=self.num_workers,
                                            pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self):
-        return self._loader("train", True, self.batch_size)
+        sampler = None
+        if self.group_by_length:
+            lengths = [len(f["input_ids"]) for f in self.datasets["train"]]
+            sampler = LengthGroupedSampler(lengths, self.batch_size, seed=self.seed)
+        return self._loader("train", True, self.batch_size, sampler)
 
     def val_dataloader(self):
         return [self._loader(name, False, self.eval_batch_size) for name in self.val_names]
