@@ -11,6 +11,7 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -164,8 +165,8 @@ def main(argv=None) -> int:
     report = "\n\n".join(sections) + "\n"
     print(report)
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(report)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(report)
     return 0
 
 
