@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from .hardware import count_flops, matmul_peak, run_isolated, synchronize
-from .models import make_pair
+from .models import make_steps
 from .steps import TASKS
 
 PRECISION_DTYPE = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
@@ -60,7 +60,7 @@ def time_steps(step, steps: int, device: torch.device) -> float:
 
 def bench_pair(spec: dict, args, peaks: dict) -> dict:
     device = torch.device(spec["device"])
-    pair = make_pair(spec)
+    pair = make_steps(spec)
     tokens = spec["batch"] * spec["seq"]
     flops = {impl: count_flops(pair[impl]) for impl in IMPLS}  # eager, and a first warm-up step
     if args.compile:

@@ -11,12 +11,12 @@ import sys
 import torch
 
 from .hardware import current_rss_bytes, peak_rss_bytes
-from .models import make_pair_step
+from .models import make_steps
 
 
 def measure(spec: dict) -> dict:
     device = torch.device(spec["device"])
-    step = make_pair_step(spec, impl=spec["impl"])
+    step = make_steps(spec, impls=(spec["impl"],))[spec["impl"]]
     if spec.get("compile") and spec["impl"] == "ours":
         step.model.compile()
         step()  # compiling is not part of the step's memory

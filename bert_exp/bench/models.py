@@ -28,20 +28,17 @@ def model_config(size: str) -> BertConfig:
     return BertConfig(**values)
 
 
-def make_pair(spec: dict) -> dict:
-    """Both sides: {'ours': step, 'transformers': step}; the reference holds a copy of our weights."""
-    return {impl: make_pair_step(spec, impl) for impl in ("ours", "transformers")}
-
-
-def make_pair_step(spec: dict, impl: str):
-    """One side's step. The same seed gives both sides the same initial weights and the same batch."""
+def make_steps(spec: dict, impls=("ours", "transformers")) -> dict:
+    """{impl: step} for the requested sides, on one batch; the reference holds a copy of our weights.
+    A side not requested is not kept (the memory run measures one side alone)."""
     config = model_config(spec["size"])
     device = torch.device(spec["device"])
     torch.manual_seed(spec.get("seed", 0))
-    model = build_ours(spec["task"], config)
-    loss = loss_ours
-    if impl == "transformers":
-        model, loss = build_reference(spec["task"], config, model), loss_reference
+    ours = build_ours(spec["task"], config)
+    models = {"ours": (ours, loss_ours)}
+    if "transformers" in impls:
+        models["transformers"] = (build_reference(spec["task"], config, ours), loss_reference)
     predictions = spec.get("max_predictions", max(1, round(spec["seq"] * 0.15)))
     batch = random_batch(config, spec["batch"], spec["seq"], predictions).to(device)
-    return make_step(spec["task"], model, loss, batch, spec["precision"], device, spec.get("fused", True))
+    fused = spec.get("fused", True)
+    return {impl: make_step(spec["task"], *models[impl], batch, spec["precision"], device, fused) for impl in impls}

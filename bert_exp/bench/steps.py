@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from ..data.masking import IGNORE_INDEX
 from ..model import (
@@ -21,6 +20,9 @@ from ..model import (
     BertForQuestionAnswering,
     BertForSequenceClassification,
 )
+from ..tasks.classification import classification_loss
+from ..tasks.pretraining import mlm_nsp_losses
+from ..tasks.question_answering import span_loss
 
 TASKS = ("pretraining", "classification", "qa")
 
@@ -87,14 +89,14 @@ def build_reference(task: str, config: BertConfig, ours: torch.nn.Module) -> tor
 
 
 def loss_ours(task: str, model: torch.nn.Module, b: Batch) -> torch.Tensor:
+    """The losses our task modules train with."""
     if task == "pretraining":
         mlm, nsp = model(b.input_ids, b.token_type_ids, b.attention_mask, b.masked_lm_positions)
-        return (F.cross_entropy(mlm.flatten(0, 1).float(), b.masked_lm_labels.flatten(), ignore_index=IGNORE_INDEX)
-                + F.cross_entropy(nsp.float(), b.next_sentence_label))
+        return sum(mlm_nsp_losses(mlm, nsp, b.masked_lm_labels, b.next_sentence_label))
     if task == "classification":
-        return F.cross_entropy(model(b.input_ids, b.token_type_ids, b.attention_mask).float(), b.labels)
+        return classification_loss(model(b.input_ids, b.token_type_ids, b.attention_mask), b.labels, num_labels=2)
     start, end = model(b.input_ids, b.token_type_ids, b.attention_mask)
-    return (F.cross_entropy(start.float(), b.start_positions) + F.cross_entropy(end.float(), b.end_positions)) / 2
+    return span_loss(start, end, b.start_positions, b.end_positions)
 
 
 def loss_reference(task: str, model: torch.nn.Module, b: Batch) -> torch.Tensor:
@@ -115,13 +117,13 @@ def autocast(device: torch.device, precision: str):
 
 
 def make_step(task: str, model: torch.nn.Module, loss_fn: Callable, batch: Batch, precision: str,
-              device: torch.device, fused: bool = False) -> Callable[[], float]:
+              device: torch.device, fused: bool = False) -> Callable[[], torch.Tensor]:
     """A closure running one optimizer step (forward, backward, AdamW update) and returning the loss."""
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=fused or None)
     scaler = torch.amp.GradScaler(device.type) if precision == "16-mixed" else None
 
-    def step() -> float:
+    def step() -> torch.Tensor:
         with autocast(device, precision):
             loss = loss_fn(task, model, batch)
         if scaler is not None:

@@ -10,7 +10,12 @@ import torch
 
 from ..model import BertConfig
 from ..model.checkpoint import TIED_KEYS, Checkpoint, CheckpointError
-from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory, parameter_groups
+from .optim import (
+    DEFAULT_NO_DECAY,
+    OptimizerFactory,
+    SchedulerFactory,
+    parameter_groups,
+)
 
 log = logging.getLogger(__name__)
 

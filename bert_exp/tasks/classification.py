@@ -26,6 +26,13 @@ def build_metrics(names: list[str], num_labels: int) -> MetricCollection:
     return MetricCollection({name: factories[name]() for name in names})
 
 
+def classification_loss(logits, labels, num_labels: int):
+    """Cross-entropy, or mean squared error for regression (``num_labels == 1``), in fp32."""
+    if num_labels == 1:
+        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+    return F.cross_entropy(logits.float(), labels)
+
+
 class ClassificationModule(BertTask):
     """Cross-entropy over ``num_labels`` classes, or MSE when ``num_labels == 1``. Metrics are computed
     on every validation set and logged as ``val/<set>/<metric>``; the first set is also ``val/<metric>``."""
@@ -56,9 +63,7 @@ class ClassificationModule(BertTask):
         return self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
 
     def loss(self, logits, labels):
-        if self.num_labels == 1:
-            return F.mse_loss(logits.squeeze(-1).float(), labels.float())
-        return F.cross_entropy(logits.float(), labels)
+        return classification_loss(logits, labels, self.num_labels)
 
     def training_step(self, batch, batch_idx):
         loss = self.loss(self(batch), batch["labels"])

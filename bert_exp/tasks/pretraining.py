@@ -15,6 +15,14 @@ from .base import BertTask
 from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory
 
 
+def mlm_nsp_losses(mlm_logits, nsp_logits, masked_lm_labels, next_sentence_label, nsp: bool = True):
+    """(masked-LM cross-entropy over the scored positions, next-sentence cross-entropy or 0), in fp32."""
+    mlm_loss = F.cross_entropy(mlm_logits.flatten(0, 1).float(), masked_lm_labels.flatten(), ignore_index=IGNORE_INDEX)
+    nsp_loss = (F.cross_entropy(nsp_logits.float(), next_sentence_label)
+                if nsp else torch.zeros((), device=mlm_loss.device))
+    return mlm_loss, nsp_loss
+
+
 class PretrainingModule(BertTask):
     """Loss = masked-LM cross-entropy over the masked positions + next-sentence cross-entropy."""
 
@@ -44,10 +52,8 @@ class PretrainingModule(BertTask):
 
     def _losses(self, batch):
         mlm_logits, nsp_logits = self(batch)
-        labels = batch["masked_lm_labels"]
-        mlm_loss = F.cross_entropy(mlm_logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
-        nsp_loss = (F.cross_entropy(nsp_logits.float(), batch["next_sentence_label"])
-                    if self.nsp else torch.zeros((), device=mlm_loss.device))
+        mlm_loss, nsp_loss = mlm_nsp_losses(mlm_logits, nsp_logits, batch["masked_lm_labels"],
+                                            batch["next_sentence_label"], self.nsp)
         return mlm_logits, nsp_logits, mlm_loss, nsp_loss
 
     def training_step(self, batch, batch_idx):

@@ -24,6 +24,15 @@ def gather_objects(items: list) -> list:
     return [item for part in gathered for item in part]
 
 
+def span_loss(start_logits, end_logits, start_positions, end_positions):
+    """Mean of the start and end cross-entropies, in fp32; positions outside the sequence are ignored,
+    as HuggingFace does."""
+    length = start_logits.shape[1]
+    start_positions, end_positions = start_positions.clamp(0, length), end_positions.clamp(0, length)
+    return (F.cross_entropy(start_logits.float(), start_positions, ignore_index=length)
+            + F.cross_entropy(end_logits.float(), end_positions, ignore_index=length)) / 2
+
+
 class QuestionAnsweringModule(BertTask):
     """Loss = mean of the start and end cross-entropies. At the end of validation the logits of all
     features (from every rank, each feature once) are post-processed into answers per question, scored
@@ -51,11 +60,7 @@ class QuestionAnsweringModule(BertTask):
 
     def training_step(self, batch, batch_idx):
         start, end = self(batch)
-        length = start.shape[1]  # positions outside the sequence are ignored, as HuggingFace does
-        start_pos = batch["start_positions"].clamp(0, length)
-        end_pos = batch["end_positions"].clamp(0, length)
-        loss = (F.cross_entropy(start.float(), start_pos, ignore_index=length)
-                + F.cross_entropy(end.float(), end_pos, ignore_index=length)) / 2
+        loss = span_loss(start, end, batch["start_positions"], batch["end_positions"])
         self.log("train/loss", loss, prog_bar=True)
         self.log_lr()
         return loss
