@@ -25,12 +25,15 @@ def wandb_logger(
     name: str | None = None,
     offline: bool | None = None,
     log_model: bool = False,
+    id: str | None = None,
 ) -> WandbLogger:
-    """W&B logger; ``offline=None`` means online when credentials are found (or WANDB_MODE says so)."""
+    """W&B logger; ``offline=None`` means online when credentials are found (or WANDB_MODE says so).
+
+    ``id`` names the W&B run: a resumed run passes its original's, and W&B continues that run."""
     if offline is None:
         mode = os.environ.get("WANDB_MODE")
         offline = mode in ("offline", "dryrun") if mode else not wandb_credentials_found()
     os.makedirs(save_dir, exist_ok=True)
     return WandbLogger(save_dir=save_dir, project=project, group=group, job_type=job_type,
                        name=name or os.path.basename(os.path.normpath(save_dir)), offline=offline,
-                       log_model=log_model)
+                       log_model=log_model, id=id, resume="allow")

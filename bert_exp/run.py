@@ -7,8 +7,11 @@ import json
 import logging
 import os
 import platform
+import signal
 import subprocess
+import sys
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -16,15 +19,25 @@ import lightning as L
 import torch
 from hydra.utils import instantiate
 from lightning.fabric.utilities.rank_zero import rank_zero_only
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .callbacks import TokenThroughput
-from .config import ConfigError, validate_config
+from .checkpoint_io import AtomicCheckpointIO
+from .config import validate_config
 from .config_tree import show_config
 from .data.tokenizer import vocab_list
 from .info import package_versions
+from .jobs import (
+    JobDirectory,
+    hydra_overrides,
+    is_multirun,
+    original_run_info,
+    prepare_ddp_children,
+)
 from .model import num_parameters
 from .model.checkpoint import lightning_checkpoint_path, load_checkpoint
+from .placement import check_combination, derive_placement
 
 log = logging.getLogger(__name__)
 
@@ -36,39 +49,6 @@ def _log_through_hydra() -> None:
         for name in ("lightning", "lightning.pytorch", "lightning.fabric", "torchmetrics"):
             logging.getLogger(name).handlers.clear()
             logging.getLogger(name).propagate = True
-
-
-def world_size(trainer_cfg: DictConfig) -> int:
-    devices = trainer_cfg.get("devices", 1)
-    if isinstance(devices, (list, ListConfig)):
-        count = len(devices)
-    elif isinstance(devices, int) and devices > 0:
-        count = devices
-    elif str(devices) in ("auto", "-1") and trainer_cfg.get("accelerator") in ("gpu", "cuda"):
-        count = max(torch.cuda.device_count(), 1)
-    else:
-        count = 1
-    return count * int(trainer_cfg.get("num_nodes", 1))
-
-
-def per_device_batch_size(global_batch_size: int, world: int, accumulate: int) -> int:
-    """The global batch is what the config states; per-device batch = global / (world x accumulation)."""
-    if global_batch_size % (world * accumulate):
-        raise ConfigError(
-            f"global_batch_size={global_batch_size} is not divisible by world size {world} x "
-            f"trainer.accumulate_grad_batches={accumulate}"
-        )
-    return global_batch_size // (world * accumulate)
-
-
-def check_fresh_run_dir(run_dir: Path) -> None:
-    """Runs never overwrite each other's outputs."""
-    for name in ("run.json", "checkpoints"):
-        if (run_dir / name).exists():
-            raise ConfigError(
-                f"hydra.run.dir={run_dir} already holds a run ({name}); runs never overwrite each other. "
-                f"Choose another directory; to continue that run, start a new one with ckpt_path={run_dir}"
-            )
 
 
 def git_commit() -> dict | None:
@@ -110,19 +90,33 @@ def build_task_module(cfg: DictConfig, datamodule, vocab: list[str], init=None):
 def run(cfg: DictConfig) -> float | None:
     """Trains as configured; returns the task's monitored metric (for sweepers)."""
     validate_config(cfg)
+    check_combination(cfg)
+    placement = derive_placement(cfg)
     _log_through_hydra()
     run_dir = Path(cfg.paths.run_dir)
-    check_fresh_run_dir(run_dir)
-    if rank_zero_only.rank == 0:
-        show_config(cfg, save_to=run_dir / "config_tree.txt")
+    overrides = hydra_overrides()
     ckpt_path = lightning_checkpoint_path(cfg.ckpt_path) if cfg.ckpt_path else None
+    first_process = rank_zero_only.rank == 0  # DDP's other processes re-run this command in this directory
+    job = JobDirectory.inspect(run_dir, overrides, is_multirun()) if first_process else JobDirectory()
+    if job.finished is not None:
+        print(f"skipping a finished job: {run_dir}")
+        return job.finished.get("metrics", {}).get(cfg.task.monitor)
+    ckpt_path = ckpt_path or job.resume_from
+    # a resumed run continues its W&B run; a sweep job resumed in place keeps its own
+    earlier = job.previous or original_run_info(ckpt_path) or {}
+    wandb_id = earlier.get("wandb_id") if ckpt_path else None
+    wandb_id = wandb_id or (job.previous or {}).get("wandb_id") or new_run_id()
+    if "wandb" in cfg.logger:
+        with open_dict(cfg):
+            cfg.logger.wandb.id = wandb_id
+    if first_process:
+        show_config(cfg, save_to=run_dir / "config_tree.txt")
+        prepare_ddp_children(run_dir, ckpt_path)
     init = load_checkpoint(cfg.task.init_from) if cfg.task.get("init_from") else None
-    accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
-    batch_size = per_device_batch_size(cfg.global_batch_size, world_size(cfg.trainer), accumulate)
 
     L.seed_everything(cfg.seed, workers=True)
     started = time.time()
-    datamodule = instantiate(cfg.data, batch_size=batch_size)
+    datamodule = instantiate(cfg.data, batch_size=placement.device_batch_size)
     datamodule.ensure_inputs()  # fetch missing data sets (data.download), or name the command that does
     if init is not None and init.vocab:  # tokenize with the vocabulary the weights were trained with
         datamodule.use_vocabulary(init.vocab, init.lowercase)
@@ -131,14 +125,39 @@ def run(cfg: DictConfig) -> float | None:
     throughput = TokenThroughput()
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [throughput]
     loggers = [instantiate(c) for c in cfg.logger.values() if c]
+    extra = {"accumulate_grad_batches": placement.accumulate_grad_batches}
+    if cfg.trainer.get("accelerator") != "tpu" and not cfg.trainer.get("plugins"):
+        extra["plugins"] = [AtomicCheckpointIO()]  # XLA brings its own
     trainer = instantiate(cfg.trainer, _partial_=True)(
-        logger=loggers or False, callbacks=callbacks, default_root_dir=str(run_dir)
+        logger=loggers or False, callbacks=callbacks, default_root_dir=str(run_dir), **extra
     )
     resolved = OmegaConf.to_container(cfg, resolve=True)
+    info = {
+        "status": "running",
+        "run_dir": str(run_dir),
+        "task": cfg.task.name,
+        "experiment": cfg.experiment_name,
+        "overrides": overrides,
+        "wandb_id": wandb_id,
+        "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(),
+        "git": git_commit(),
+        "versions": package_versions(),
+        "host": {"machine": platform.machine(), "cpus": os.cpu_count(),
+                 "accelerator": type(trainer.accelerator).__name__, "world_size": trainer.world_size,
+                 "device_batch_size": placement.device_batch_size,
+                 "accumulate_grad_batches": placement.accumulate_grad_batches},
+        "data_checksums": datamodule.data_checksums,
+        "num_parameters": num_parameters(module.model),
+        "resumed_from": str(ckpt_path) if ckpt_path else None,
+        "initialised_from": init.source if init is not None else None,
+        "monitor": cfg.task.monitor,
+        "config": resolved,
+    }
     if trainer.is_global_zero:
         run_dir.mkdir(parents=True, exist_ok=True)
         datamodule.save_vocab(run_dir)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        write_run_info(run_dir, info)
     for logger in loggers:
         logger.log_hyperparams(resolved)
 
@@ -149,35 +168,48 @@ def run(cfg: DictConfig) -> float | None:
         if status == "finished" and module.last_validated_step != trainer.global_step and trainer.limit_val_batches:
             # stopped between two validations: validate the final weights, so run.json reports them
             trainer.validate(module, datamodule=datamodule, verbose=False)
+    except SIGTERMException:
+        status = "interrupted"  # CheckpointOnSigterm saved last.ckpt
     finally:
         metrics = {k: _number(v) for k, v in sorted(trainer.callback_metrics.items())}
         if trainer.is_global_zero:
             checkpoint = trainer.checkpoint_callback
-            info = {
+            info.update({
                 "status": status,
-                "run_dir": str(run_dir),
-                "task": cfg.task.name,
-                "experiment": cfg.experiment_name,
-                "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(),
                 "wall_seconds": round(time.time() - started, 2),
-                "git": git_commit(),
-                "versions": package_versions(),
-                "host": {"machine": platform.machine(), "cpus": os.cpu_count(),
-                         "accelerator": type(trainer.accelerator).__name__, "world_size": trainer.world_size},
-                "data_checksums": datamodule.data_checksums,
-                "num_parameters": num_parameters(module.model),
                 "global_step": trainer.global_step,
-                "resumed_from": str(ckpt_path) if ckpt_path else None,
-                "initialised_from": init.source if init is not None else None,
                 "fresh_parameters": getattr(module, "fresh_parameters", None),
                 "throughput": {"tokens_per_sec": throughput.tokens_per_sec, "train_tokens": throughput.total_tokens,
                                "train_seconds": round(throughput.total_seconds, 3)},
-                "monitor": cfg.task.monitor,
                 "best_checkpoint": getattr(checkpoint, "best_model_path", None) or None,
                 "best_score": _number(getattr(checkpoint, "best_model_score", None)),
                 "metrics": metrics,
-                "config": resolved,
-            }
-            (run_dir / "run.json").write_text(json.dumps(info, indent=2, default=str))
+            })
+            write_run_info(run_dir, info)
+            finish_wandb(loggers, run_dir, info)
             print(f"run directory: {run_dir}")
+    if status == "interrupted":
+        sys.exit(128 + signal.SIGTERM)
     return metrics.get(cfg.task.monitor)
+
+
+def write_run_info(run_dir: Path, info: dict) -> None:
+    partial = run_dir / ".run.json.partial"
+    partial.write_text(json.dumps(info, indent=2, default=str))
+    partial.replace(run_dir / "run.json")
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def finish_wandb(loggers, run_dir: Path, info: dict) -> None:
+    """Logs run.json with the W&B run and finishes it, so each job of a sweep is a run of its own."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    for logger in loggers:
+        if isinstance(logger, WandbLogger) and logger._experiment is not None:
+            experiment = logger.experiment
+            experiment.summary.update({"status": info["status"], "global_step": info["global_step"]})
+            experiment.save(str(run_dir / "run.json"), base_path=str(run_dir), policy="now")
+            experiment.finish()

@@ -26,7 +26,7 @@ def cola_run(env, tmp_path_factory):
     # 2-3 epochs to leave the majority-class solution
     result = run_cli(["+experiment=cola_minilm", "trainer.max_steps=300", "+trainer.val_check_interval=300",
                       "+trainer.check_val_every_n_epoch=null", "optim.optimizer.lr=1e-4",
-                      "optim.scheduler.warmup_ratio=0.0", "trainer.precision=bf16-mixed", "logger=csv",
+                      "optim.scheduler.warmup_ratio=0.0", "precision=bf16-mixed", "logger=csv",
                       f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir
@@ -64,7 +64,7 @@ def test_squad_slice_beats_chance(env, tmp_path):
                       "+data.limit_val_examples=150", "data.max_seq_length=160", "data.doc_stride=64",
                       "global_batch_size=16", "trainer.max_steps=120", "+trainer.val_check_interval=120",
                       "+trainer.check_val_every_n_epoch=null", "optim.optimizer.lr=1e-4",
-                      "optim.scheduler.warmup_ratio=0.0", "trainer.precision=bf16-mixed", "logger=csv",
+                      "optim.scheduler.warmup_ratio=0.0", "precision=bf16-mixed", "logger=csv",
                       f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((run_dir / "run.json").read_text())["metrics"]

@@ -12,6 +12,7 @@ from tokenizers import Tokenizer
 from .download import require_inputs
 from .hashing import files_sha256
 from .masking import SpecialIds
+from .sampling import EvaluationSampler, TrainingSampler, process_group
 from .tokenizer import load_vocab_file, save_vocab, tokenizer_from_vocab
 
 
@@ -22,6 +23,8 @@ class VocabularyDataModule(L.LightningDataModule):
         self.lowercase = lowercase
         self.download = download
         self._tokenizer: Tokenizer | None = None
+        self._train_sampler: TrainingSampler | None = None
+        self._resume_state: dict | None = None
 
     def required_inputs(self) -> list[str]:
         """The configured input paths (or globs) that must exist before anything is read."""
@@ -76,3 +79,28 @@ class VocabularyDataModule(L.LightningDataModule):
         if getattr(self, "_checksums", None) is None:
             self._checksums = files_sha256(self.input_files())
         return self._checksums
+
+    # -- sharding and resuming -------------------------------------------------------------------
+
+    def training_sampler(self, lengths, seed: int, **options) -> TrainingSampler:
+        """This process's share of a seeded training order; a resumed run starts where it stopped."""
+        world, rank = process_group(self.trainer)
+        sampler = TrainingSampler(lengths, self.batch_size, seed=seed, world_size=world, rank=rank, **options)
+        if self._resume_state:
+            sampler.resume_at(self._resume_state["epoch"], self._resume_state["batches_done"])
+            self._resume_state = None
+        self._train_sampler = sampler
+        return sampler
+
+    def evaluation_sampler(self, dataset) -> EvaluationSampler:
+        return EvaluationSampler(len(dataset), *process_group(self.trainer))
+
+    def state_dict(self) -> dict:
+        """Saved in every checkpoint: where in which epoch's order the training stands."""
+        if self._train_sampler is None or self.trainer is None:
+            return {}
+        done = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        return {"epoch": self._train_sampler.epoch, "batches_done": done}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._resume_state = dict(state) or None

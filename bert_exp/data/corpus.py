@@ -151,10 +151,11 @@ class PretrainingDataset(torch.utils.data.Dataset):
     of each receiving a pickled copy of the corpus.
     """
 
-    def __init__(self, directory: Path, split: str, cls_id: int, sep_id: int, static_mask_seed: int | None = None):
+    def __init__(self, directory: Path, split: str, cls_id: int, sep_id: int, mask_seed: int = 0,
+                 static_masks: bool = False):
         self.directory, self.split = Path(directory), split
         self.cls_id, self.sep_id = cls_id, sep_id
-        self.static_mask_seed = static_mask_seed
+        self.mask_seed, self.static_masks = mask_seed, static_masks
         self._arrays = None
         self._length = int(np.load(self.directory / f"{split}.npy", mmap_mode="r").shape[0])
 
@@ -172,6 +173,9 @@ class PretrainingDataset(torch.utils.data.Dataset):
         return self._length
 
     def __getitem__(self, index: int) -> dict:
+        # a training sampler tags indices with the epoch (epoch * len + index): dynamic masks differ
+        # per epoch, and depend on nothing else, so a resumed run draws the same ones
+        epoch, index = divmod(index, self._length)
         tokens, instances, doc_starts = self._open()
         a_start, a_len, b_start, b_len, label = (int(x) for x in instances[index])
         a = np.asarray(tokens[a_start : a_start + a_len], dtype=np.int64)
@@ -187,6 +191,7 @@ class PretrainingDataset(torch.utils.data.Dataset):
         token_type_ids[len(a) + 2 :] = 1
         nsp_label = label if label >= 0 else IGNORE_INDEX
         sample = {"input_ids": input_ids, "token_type_ids": token_type_ids, "next_sentence_label": nsp_label}
-        if self.static_mask_seed is not None:
-            sample["mask_seed"] = self.static_mask_seed * 1_000_003 + index
+        sample["mask_seed"] = self.mask_seed * 1_000_003 + index
+        if not self.static_masks:
+            sample["mask_seed"] = sample["mask_seed"] * 1_000_033 + epoch
         return sample

@@ -15,7 +15,6 @@ import torch
 
 from ..errors import UserError
 from .base import VocabularyDataModule
-from .sampling import LengthGroupedSampler
 
 
 class DataFileError(UserError, ValueError):
@@ -76,8 +75,10 @@ class EncodedDataset(torch.utils.data.Dataset):
         return self.features[index]
 
 
-def pad_batch(features: list[dict], pad_id: int, keys=("input_ids", "token_type_ids")) -> dict[str, torch.Tensor]:
-    length = max(len(f["input_ids"]) for f in features)
+def pad_batch(features: list[dict], pad_id: int, keys=("input_ids", "token_type_ids"),
+              length: int | None = None) -> dict[str, torch.Tensor]:
+    """Pads to the longest member, or to ``length`` (static shapes, as XLA wants)."""
+    length = length or max(len(f["input_ids"]) for f in features)
     out = {}
     for key in keys:
         array = np.full((len(features), length), pad_id if key == "input_ids" else 0, dtype=np.int64)
@@ -114,6 +115,7 @@ class GlueDataModule(VocabularyDataModule):
         download: bool = True,
         group_by_length: bool = False,
         seed: int = 0,
+        pad_to_max_length: bool = False,
     ):
         super().__init__(vocab_file, lowercase, download)
         if not 1 <= len(text_columns) <= 2:
@@ -126,6 +128,7 @@ class GlueDataModule(VocabularyDataModule):
         self.num_workers, self.pin_memory = num_workers, pin_memory
         self.limit_train_examples = limit_train_examples
         self.group_by_length, self.seed = group_by_length, seed
+        self.pad_to_max_length = pad_to_max_length
         self.datasets: dict[str, EncodedDataset] = {}
 
     def input_files(self) -> list[Path]:
@@ -156,22 +159,20 @@ class GlueDataModule(VocabularyDataModule):
             self.datasets[name] = self.encode(self.read(path))
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        batch = pad_batch(features, self.special_ids.pad)
+        batch = pad_batch(features, self.special_ids.pad, length=self.max_seq_length if self.pad_to_max_length else None)
         batch["labels"] = torch.tensor([f["label"] for f in features], dtype=features[0]["dtype"])
         return batch
 
-    def _loader(self, name: str, shuffle: bool, batch_size: int, sampler=None):
-        return torch.utils.data.DataLoader(self.datasets[name], batch_size=batch_size,
-                                           shuffle=shuffle and sampler is None, sampler=sampler,
+    def _loader(self, name: str, batch_size: int, sampler):
+        return torch.utils.data.DataLoader(self.datasets[name], batch_size=batch_size, sampler=sampler,
                                            collate_fn=self.collate, num_workers=self.num_workers,
                                            pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0)
 
     def train_dataloader(self):
-        sampler = None
-        if self.group_by_length:
-            lengths = [len(f["input_ids"]) for f in self.datasets["train"]]
-            sampler = LengthGroupedSampler(lengths, self.batch_size, seed=self.seed)
-        return self._loader("train", True, self.batch_size, sampler)
+        lengths = [len(f["input_ids"]) for f in self.datasets["train"]]
+        sampler = self.training_sampler(lengths, self.seed, group_by_length=self.group_by_length)
+        return self._loader("train", self.batch_size, sampler)
 
     def val_dataloader(self):
-        return [self._loader(name, False, self.eval_batch_size) for name in self.val_names]
+        return [self._loader(name, self.eval_batch_size, self.evaluation_sampler(self.datasets[name]))
+                for name in self.val_names]

@@ -71,8 +71,12 @@ def mask_tokens(
 
 
 class PretrainingCollator:
-    """Pads a list of instances into a batch and masks it (dynamically, or statically when every
-    instance carries a ``mask_seed``, which makes its mask the same in every epoch)."""
+    """Pads a list of instances into a batch and masks it.
+
+    Instances carrying a ``mask_seed`` are masked reproducibly: with ``static`` each by a generator of
+    its own (its mask is the same in every batch and epoch), otherwise the batch by one generator
+    seeded from all of them (cheaper; the dataset varies the seeds per epoch). Without seeds the
+    global generator draws the masks."""
 
     def __init__(
         self,
@@ -80,8 +84,10 @@ class PretrainingCollator:
         masked_lm_prob: float = 0.15,
         max_predictions_per_seq: int = 20,
         pad_to: int | None = None,
+        static: bool = True,
     ):
         self.special = special
+        self.static = static
         self.masked_lm_prob = masked_lm_prob
         self.max_predictions_per_seq = max_predictions_per_seq
         self.pad_to = pad_to
@@ -110,7 +116,11 @@ class PretrainingCollator:
         s = self.special
         candidates = (ids != s.pad) & (ids != s.cls) & (ids != s.sep)
         args = (s, self.masked_lm_prob, self.max_predictions_per_seq)
-        if "mask_seed" in samples[0]:  # static masking: one generator per instance, seeded by it
+        if "mask_seed" in samples[0] and not self.static:
+            entropy = np.random.SeedSequence([int(sample["mask_seed"]) for sample in samples]).generate_state(2)
+            seed = int(entropy[0]) << 32 | int(entropy[1])
+            masked, positions, labels = mask_tokens(ids, candidates, *args, generator=torch.Generator().manual_seed(seed))
+        elif "mask_seed" in samples[0]:
             rows = [
                 mask_tokens(ids[i : i + 1], candidates[i : i + 1], *args,
                             generator=torch.Generator().manual_seed(int(sample["mask_seed"])))

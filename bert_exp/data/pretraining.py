@@ -9,12 +9,18 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
 from .base import VocabularyDataModule
+from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
 from .hashing import config_key
 from .masking import PretrainingCollator
 from .text import expand_inputs, iter_documents
-from .tokenizer import atomic_directory, load_vocab_file, save_vocab, train_wordpiece, vocab_list
+from .tokenizer import (
+    atomic_directory,
+    load_vocab_file,
+    save_vocab,
+    train_wordpiece,
+    vocab_list,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,7 @@ class PretrainingDataModule(VocabularyDataModule):
         num_workers: int = 0,
         pin_memory: bool = False,
         seed: int = 12345,
+        order_seed: int = 0,
         download: bool = True,
     ):
         super().__init__(tokenizer.vocab_file, tokenizer.lowercase, download)
@@ -78,6 +85,7 @@ class PretrainingDataModule(VocabularyDataModule):
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.pin_memory = pin_memory
+        self.order_seed = order_seed
         self._files: list[Path] | None = None
         self.datasets: dict[str, PretrainingDataset] = {}
 
@@ -129,27 +137,30 @@ class PretrainingDataModule(VocabularyDataModule):
         if not (directory / "meta.json").exists():  # e.g. setup() without Lightning calling prepare_data()
             self.prepare_data()
         special = self.special_ids
-        static_seed = self.settings.seed if self.masking == "static" else None
+        static = self.masking == "static"
+        # static masks follow the corpus seed (as the original's data creation does); dynamic ones the run's
+        mask_seed = self.settings.seed if static else self.order_seed
         self.datasets = {
-            split: PretrainingDataset(directory, split, special.cls, special.sep, static_seed)
+            split: PretrainingDataset(directory, split, special.cls, special.sep, mask_seed, static)
             for split in ("train", "val")
         }
         self.collator = PretrainingCollator(
             special, self.masked_lm_prob, self.max_predictions_per_seq,
-            pad_to=self.settings.max_seq_length if self.pad_to_max_length else None,
+            pad_to=self.settings.max_seq_length if self.pad_to_max_length else None, static=static,
         )
 
     # -- loaders -------------------------------------------------------------------------------
 
-    def _loader(self, split: str, shuffle: bool) -> torch.utils.data.DataLoader:
+    def _loader(self, split: str, sampler) -> torch.utils.data.DataLoader:
         return torch.utils.data.DataLoader(
-            self.datasets[split], batch_size=self.batch_size, shuffle=shuffle, collate_fn=self.collator,
-            num_workers=self.num_workers, pin_memory=self.pin_memory,
-            persistent_workers=self.num_workers > 0, drop_last=shuffle,
+            self.datasets[split], batch_size=self.batch_size, sampler=sampler, collate_fn=self.collator,
+            num_workers=self.num_workers, pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0,
         )
 
     def train_dataloader(self):
-        return self._loader("train", shuffle=True)
+        # epoch-tagged indices: the dataset varies dynamic masks per epoch without any shared state
+        return self._loader("train", self.training_sampler(len(self.datasets["train"]), self.order_seed,
+                                                           tag_epoch=True, drop_last=True))
 
     def val_dataloader(self):
-        return self._loader("val", shuffle=False)
+        return self._loader("val", self.evaluation_sampler(self.datasets["val"]))

@@ -215,9 +215,12 @@ class SquadDataModule(VocabularyDataModule):
         pin_memory: bool = False,
         limit_train_examples: int | None = None,
         limit_val_examples: int | None = None,
+        seed: int = 0,
+        pad_to_max_length: bool = False,
         download: bool = True,
     ):
         super().__init__(vocab_file, lowercase, download)
+        self.seed, self.pad_to_max_length = seed, pad_to_max_length
         self.train_file, self.val_file, self.version_2 = train_file, val_file, version_2
         self.train_articles, self.val_articles = train_articles, val_articles
         self.max_seq_length, self.doc_stride, self.max_query_length = max_seq_length, doc_stride, max_query_length
@@ -251,21 +254,23 @@ class SquadDataModule(VocabularyDataModule):
             for i, f in enumerate(self.val_features)])
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        batch = pad_batch(features, self.special_ids.pad)
+        batch = pad_batch(features, self.special_ids.pad, length=self.max_seq_length if self.pad_to_max_length else None)
         for key in ("start_positions", "end_positions", "feature_index"):
             if key in features[0]:
                 batch[key] = torch.tensor([f[key] for f in features])
         return batch
 
+    def _loader(self, dataset, batch_size: int, sampler):
+        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=self.collate,
+                                           num_workers=self.num_workers, pin_memory=self.pin_memory,
+                                           persistent_workers=self.num_workers > 0)
+
     def train_dataloader(self):
-        return torch.utils.data.DataLoader(self.train_dataset, batch_size=self.batch_size, shuffle=True,
-                                           collate_fn=self.collate, num_workers=self.num_workers,
-                                           pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0)
+        sampler = self.training_sampler(len(self.train_dataset), self.seed)
+        return self._loader(self.train_dataset, self.batch_size, sampler)
 
     def val_dataloader(self):
-        return torch.utils.data.DataLoader(self.val_dataset, batch_size=self.eval_batch_size, shuffle=False,
-                                           collate_fn=self.collate, num_workers=self.num_workers,
-                                           pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0)
+        return self._loader(self.val_dataset, self.eval_batch_size, self.evaluation_sampler(self.val_dataset))
 
     def postprocess(self, start_logits, end_logits):
         return postprocess(self.val_examples, self.val_features, start_logits, end_logits, self.n_best_size,

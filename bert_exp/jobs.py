@@ -1,0 +1,107 @@
+"""A run's directory over its life: fresh, resumed in place (a re-run sweep job), or already finished.
+
+``run.json`` is written when a run starts (status ``running``) and again when it ends, so even a
+killed run leaves its config, overrides and W&B run id behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import open_dict, read_write
+
+from .config import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def hydra_overrides() -> list[str]:
+    """The command-line overrides of this job (a sweep's job: its own values), [] without Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    return list(HydraConfig.get().overrides.task)
+
+
+def is_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def read_run_info(run_dir: Path) -> dict | None:
+    path = run_dir / "run.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+def original_run_info(ckpt_path: Path | None) -> dict | None:
+    """run.json of the run a checkpoint came from (``RUN/checkpoints/x.ckpt``)."""
+    if ckpt_path is None:
+        return None
+    return read_run_info(ckpt_path.parent.parent)
+
+
+def check_fresh_run_dir(run_dir: Path) -> None:
+    """Runs never overwrite each other's outputs."""
+    for name in ("run.json", "checkpoints"):
+        if (run_dir / name).exists():
+            raise ConfigError(
+                f"hydra.run.dir={run_dir} already holds a run ({name}); runs never overwrite each other. "
+                f"Choose another directory; to continue that run, start a new one with ckpt_path={run_dir}"
+            )
+
+
+@dataclass
+class JobDirectory:
+    """What to do in a job directory that a sweep is re-run over."""
+
+    finished: dict | None = None  # run.json of a finished job: skip it
+    resume_from: Path | None = None  # last.ckpt of an interrupted job: continue it in place
+    previous: dict | None = None
+
+    @classmethod
+    def inspect(cls, run_dir: Path, overrides: list[str], multirun: bool) -> JobDirectory:
+        previous = read_run_info(run_dir)
+        if not multirun or (previous is None and not (run_dir / "checkpoints").exists()):
+            check_fresh_run_dir(run_dir)
+            return cls()
+        if previous is not None and previous.get("overrides") != overrides:
+            raise ConfigError(
+                f"{run_dir} holds another job (overrides {previous.get('overrides')}, not {overrides}); "
+                "re-run a sweep with the same arguments, or give it a new hydra.sweep.dir"
+            )
+        if previous is not None and previous.get("status") == "finished":
+            return cls(finished=previous, previous=previous)
+        last = run_dir / "checkpoints" / "last.ckpt"
+        return cls(resume_from=last if last.is_file() else None, previous=previous)
+
+
+def prepare_ddp_children(run_dir: Path, ckpt_path: Path | None) -> None:
+    """Under a Hydra multirun, make Lightning's DDP launcher start this job's other processes as a
+    single run in this job's directory.
+
+    Lightning re-runs ``sys.argv`` with ``hydra.run.dir`` set to Hydra's run directory; in a sweep that
+    command is the whole sweep, and that directory is not the job's. Here the command becomes the
+    job's own overrides and the directory the job's."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not is_multirun():
+        return
+    args = [a for a in HydraConfig.get().overrides.task if not a.startswith("ckpt_path=")]
+    if ckpt_path is not None:
+        args.append(f"ckpt_path={ckpt_path}")
+    sys.argv = [sys.argv[0], *args]
+    hydra_cfg = HydraConfig.get()
+    with read_write(hydra_cfg), open_dict(hydra_cfg):
+        hydra_cfg.run.dir = str(run_dir)
