@@ -14,9 +14,13 @@ from .errors import UserError
 
 @hydra.main(version_base="1.3", config_path=str(resource_dir("conf")), config_name="config")
 def _main(cfg: DictConfig) -> float | None:
-    from .run import run  # imported here so --help and --cfg stay fast
-
     try:
+        if "pipeline" in cfg:  # stages run as processes of their own: no Lightning here
+            from .pipeline import run_pipeline
+
+            return run_pipeline(cfg)
+        from .run import run  # imported here so --help and --cfg stay fast
+
         return run(cfg)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

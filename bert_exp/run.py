@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -105,7 +106,8 @@ def run(cfg: DictConfig) -> float | None:
     # a resumed run continues its W&B run; a sweep job resumed in place keeps its own
     earlier = job.previous or original_run_info(ckpt_path) or {}
     wandb_id = earlier.get("wandb_id") if ckpt_path else None
-    wandb_id = wandb_id or (job.previous or {}).get("wandb_id") or new_run_id()
+    # (a W&B sweep agent names the run it started the job for)
+    wandb_id = wandb_id or (job.previous or {}).get("wandb_id") or os.environ.get("WANDB_RUN_ID") or new_run_id()
     if "wandb" in cfg.logger:
         with open_dict(cfg):
             cfg.logger.wandb.id = wandb_id
@@ -210,6 +212,8 @@ def finish_wandb(loggers, run_dir: Path, info: dict) -> None:
     for logger in loggers:
         if isinstance(logger, WandbLogger) and logger._experiment is not None:
             experiment = logger.experiment
-            experiment.summary.update({"status": info["status"], "global_step": info["global_step"]})
-            experiment.save(str(run_dir / "run.json"), base_path=str(run_dir), policy="now")
+            experiment.summary.update({"status": info["status"], "global_step": info["global_step"],
+                                       "run_dir": str(run_dir)})
+            copy = shutil.copy(run_dir / "run.json", experiment.dir)  # the run's files folder, synced with it
+            experiment.save(copy, base_path=experiment.dir, policy="now")
             experiment.finish()

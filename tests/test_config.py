@@ -116,5 +116,5 @@ def test_help_lists_groups_and_presets_with_descriptions():
         assert len(line.split(None, 1)[1]) > 15, line
     assert "pretrain_tiny          BERT-tiny (L2/H128) MLM+NSP" in out
     assert re.search(r"^  model +base, large, medium, mini, minilm_l6, small, tiny\*$", out, re.M)
-    assert re.search(r"^  hardware +cpu\*, gpu", out, re.M)
+    assert re.search(r"^  hardware +cpu\*, ddp, ddp_cpu, ddp_multinode, fsdp, gpu, tpu$", out, re.M)
     assert "pretrain_lr_warmup" in out and "python -m bert_exp.data download NAME" in out

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from helpers import run_cli
+from wandb_records import offline_run
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +59,14 @@ def test_run_directory_holds_everything(first_run):
     assert "├── model" in result.stdout and "max_steps: 300" in result.stdout
     best = list((run_dir / "checkpoints").glob("best-step*.ckpt"))
     assert len(best) == 1
-    assert list((run_dir / "wandb").glob("offline-run-*")), "W&B should log offline without credentials"
+    # W&B logs offline without credentials: one run, grouped by experiment, with config, curves and run.json
+    wandb_run = offline_run(run_dir)
+    info = json.loads((run_dir / "run.json").read_text())
+    assert wandb_run["id"] == info["wandb_id"]
+    assert (wandb_run["group"], wandb_run["job_type"]) == ("pretrain_tiny", "pretraining")
+    assert {"model", "optim", "trainer", "data"} <= set(wandb_run["config"])
+    assert {"train/loss", "val/mlm_loss", "lr"} <= wandb_run["history_keys"]
+    assert wandb_run["summary"]["status"] == '"finished"' and "run.json" in wandb_run["files"]
     ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert ckpt["bert_config"]["hidden_size"] == 128 and len(ckpt["vocab"]) == 8192
     assert "model.bert.embeddings.word_embeddings.weight" in ckpt["state_dict"]
@@ -68,7 +76,7 @@ def test_a_second_run_resumes_from_the_first(first_run, tmp_path):
     run_dir, _, env = first_run
     resumed_dir = tmp_path / "resumed"
     result = run_cli(["+experiment=pretrain_tiny", f"ckpt_path={run_dir}", "trainer.max_steps=320",
-                      "trainer.val_check_interval=10", "trainer.limit_val_batches=2", "logger=csv",
+                      "trainer.val_check_interval=10", "trainer.limit_val_batches=2",
                       f"hydra.run.dir={resumed_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     info = json.loads((resumed_dir / "run.json").read_text())
@@ -77,6 +85,8 @@ def test_a_second_run_resumes_from_the_first(first_run, tmp_path):
     with open(resumed_dir / "logs" / "metrics.csv") as f:
         steps = [int(r["step"]) for r in csv.DictReader(f)]
     assert min(steps) >= 300  # continued, not restarted
+    # and continued the same W&B run
+    assert offline_run(resumed_dir)["id"] == info["wandb_id"] == json.loads((run_dir / "run.json").read_text())["wandb_id"]
 
 
 def test_runs_never_overwrite_each_other(first_run):

@@ -92,7 +92,8 @@ class QuestionAnsweringModule(BertTask):
             result = evaluate_v1(datamodule.val_examples, predictions)
             metrics = {"exact_match": result["exact_match"], "f1": result["f1"]}
         for key, value in metrics.items():
-            self.log(f"val/{key}", float(value), prog_bar=key in ("exact_match", "f1"), rank_zero_only=True)
+            # every rank gathered every feature, so every rank logs the same values (checkpointing reads them)
+            self.log(f"val/{key}", float(value), prog_bar=key in ("exact_match", "f1"))
         if self.trainer.is_global_zero:
             out = Path(self.trainer.default_root_dir)
             out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,110 @@
+"""Sweeps: a Hydra multirun grid (one W&B run per job, a summary table, finished jobs skipped and
+interrupted ones resumed on a re-run), the Optuna sweeper, and W&B sweep specs of the ready-made sweeps."""
+
+import json
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from bert_exp.config import resource_dir
+from bert_exp.sweep import main as sweep_main
+from bert_exp.sweep import summarize, wandb_spec
+from helpers import compose_config, run_cli
+from wandb_records import offline_run
+
+TINY = ["+experiment=pretrain_tiny", "data.files=[${paths.data_dir}/corpus/inaugural/19*.txt]",
+        "data.tokenizer.vocab_size=2000", "trainer.max_steps=4", "trainer.val_check_interval=4",
+        "trainer.limit_val_batches=1", "callbacks.progress_bar.refresh_rate=0"]
+SWEEPS = sorted(p.stem for p in resource_dir("sweeps").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def env(data_dir, cache_dir):
+    return {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(cache_dir)}
+
+
+@pytest.mark.slow
+def test_a_grid_multirun_summarises_and_a_rerun_skips_finished_jobs(env, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    args = ["-m", *TINY, "optim.optimizer.lr=1e-3,2e-3", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"]
+    result = run_cli(args, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = sorted(p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit())
+    assert [p.name for p in jobs] == ["0", "1", "2", "3"]
+    runs = [json.loads((job / "run.json").read_text()) for job in jobs]
+    assert all(r["status"] == "finished" and r["global_step"] == 4 for r in runs)
+    # one W&B run per job, each finished before the next began, grouped by the experiment
+    wandb_runs = [offline_run(job) for job in jobs]
+    assert len({w["id"] for w in wandb_runs}) == 4 and all(w["group"] == "pretrain_tiny" for w in wandb_runs)
+    assert all(w["summary"]["status"] == '"finished"' for w in wandb_runs)
+    # the summary: one row per learning rate, the metric over the two seeds
+    summary = (sweep_dir / "summary.md").read_text()
+    assert "| optim.optimizer.lr | monitor | jobs | finished | mean | median | values |" in summary
+    rows = [line for line in summary.splitlines() if line.startswith("| 0.00")]
+    assert len(rows) == 2 and all("| val/mlm_loss | 2 | 2 |" in row for row in rows)
+    losses = {r["overrides"][-2]: r["metrics"]["val/mlm_loss"] for r in runs}
+    assert len(losses) == 2  # lr differs between rows
+    assert "sweep summary:" in result.stdout
+
+    # interrupt job 3 (as if killed after its last checkpoint) and re-run the same sweep
+    info = json.loads((jobs[3] / "run.json").read_text())
+    (jobs[3] / "run.json").write_text(json.dumps({**info, "status": "running"}))
+    stamps = [(job / "run.json").stat().st_mtime_ns for job in jobs[:3]]
+    result = run_cli(args, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("skipping a finished job") == 3
+    assert [(job / "run.json").stat().st_mtime_ns for job in jobs[:3]] == stamps
+    resumed = json.loads((jobs[3] / "run.json").read_text())
+    assert resumed["status"] == "finished" and resumed["resumed_from"] == str(jobs[3] / "checkpoints" / "last.ckpt")
+    assert resumed["wandb_id"] == info["wandb_id"]
+
+
+@pytest.mark.slow
+def test_optuna_sweeper_runs_trials_and_gets_each_jobs_metric(env, tmp_path):
+    sweep_dir = tmp_path / "optuna"
+    result = run_cli(["-m", *TINY, "+sweeps=pretrain_optuna", "hydra.sweeper.n_trials=2", "logger=csv",
+                      f"hydra.sweep.dir={sweep_dir}"], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/run.json"))]
+    assert len(runs) == 2 and all(r["status"] == "finished" for r in runs)
+    optimization = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
+    # the sweeper saw the jobs' returned metrics: its best value is the lowest val/mlm_loss
+    assert optimization["best_value"] == pytest.approx(min(r["metrics"]["val/mlm_loss"] for r in runs))
+
+
+@pytest.mark.parametrize("name", SWEEPS)
+def test_every_ready_made_sweep_composes_and_converts_to_a_wandb_spec(name):
+    experiment = {"cola": "cola_base", "squad": "squad_v1_base"}.get(name.split("_")[0], "pretrain_tiny")
+    overrides = [f"+experiment={experiment}", f"+sweeps={name}"]
+    cfg = compose_config(overrides)
+    assert cfg.experiment_name == experiment
+    spec = wandb_spec(overrides)
+    assert spec["metric"]["name"] == cfg.task.monitor
+    assert spec["command"][:5] == ["${env}", "${interpreter}", "-m", "bert_exp", f"+experiment={experiment}"]
+    assert spec["command"][-1] == "${args_no_hyphens}" and spec["parameters"]
+    # what an agent runs composes: each parameter's first value as a Hydra override sets that key
+    first = {k: v["values"][0] if "values" in v else v["min"] for k, v in spec["parameters"].items()}
+    chosen = compose_config([f"+experiment={experiment}", *(f"{k}={v}" for k, v in first.items())])
+    assert {k: OmegaConf.select(chosen, k) for k in first} == first
+
+
+def test_cola_paper_grid_is_the_papers(capsys):
+    assert sweep_main(["wandb", "cola_paper_grid", "+experiment=cola_base"]) == 0
+    spec = yaml.safe_load(capsys.readouterr().out)
+    assert spec["method"] == "grid" and spec["metric"] == {"name": "val/mcc", "goal": "maximize"}
+    assert spec["parameters"]["optim.optimizer.lr"]["values"] == [5e-5, 3e-5, 2e-5]
+    assert spec["parameters"]["global_batch_size"]["values"] == [16, 32]
+    assert len(spec["parameters"]["seed"]["values"]) >= 3
+
+
+def test_summary_groups_seeds_and_reports_mean_and_median():
+    def job(lr, seed, value, status="finished"):
+        return {"overrides": ["+experiment=x", f"optim.optimizer.lr={lr}", f"seed={seed}"], "monitor": "val/mcc",
+                "status": status, "metrics": {"val/mcc": value}}
+
+    swept, rows = summarize([job(1, 1, 0.2), job(1, 2, 0.4), job(1, 3, 0.9), job(2, 1, 0.1), job(2, 2, 0.5, "running")])
+    assert swept == ["optim.optimizer.lr"]
+    by_lr = {row["optim.optimizer.lr"]: row for row in rows}
+    assert by_lr["1"]["mean"] == pytest.approx(0.5) and by_lr["1"]["median"] == pytest.approx(0.4)
+    assert (by_lr["2"]["jobs"], by_lr["2"]["finished"], by_lr["2"]["mean"]) == (2, 1, pytest.approx(0.1))
