@@ -34,3 +34,8 @@ def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 600, env: d
     environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
     return subprocess.run([sys.executable, "-m", "bert_exp", *args], cwd=cwd or REPO, capture_output=True,
                           text=True, timeout=timeout, env=environment)
+
+
+def is_png(path: Path) -> bool:
+    """A PNG file with something drawn in it (an empty figure is a few kB)."""
+    return path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000

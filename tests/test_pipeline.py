@@ -7,8 +7,10 @@ import json
 
 import pytest
 
+from bert_exp.report import main as report_main
+from bert_exp.report import report
 from bert_exp.run import run
-from helpers import compose_config, run_cli
+from helpers import compose_config, is_png, run_cli
 from wandb_records import offline_run
 
 pytestmark = pytest.mark.slow
@@ -30,7 +32,8 @@ def env(data_dir, cache_dir):
 @pytest.fixture(scope="module")
 def pipeline(env, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("pipeline") / "run"
-    result = run_cli(["+experiment=pipeline_tiny", "hardware=ddp_cpu", *STAGES, f"hydra.run.dir={run_dir}"], env=env)
+    result = run_cli(["+experiment=pipeline_tiny", "hardware=ddp_cpu", "trainer.log_every_n_steps=1", *STAGES,
+                      f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir, result
 
@@ -50,6 +53,22 @@ def test_pipeline_fine_tunes_from_its_pretraining_in_one_wandb_group(pipeline):
     wandb_runs = [offline_run(run_dir / stage) for stage in results]
     assert {w["group"] for w in wandb_runs} == {"pipeline_tiny"}
     assert [w["job_type"] for w in wandb_runs] == ["pretraining", "cola", "squad"]
+
+
+def test_report_of_a_pipeline_and_its_runs(pipeline):
+    run_dir, _ = pipeline
+    index = report(run_dir).read_text()
+    assert "| [cola](../cola/report/report.md) | finished | val/mcc |" in index
+    pretrain = (run_dir / "pretrain" / "report" / "report.md").read_text()
+    assert "![train](train.png)" in pretrain and "![val](val.png)" in pretrain and "| val/mlm_loss |" in pretrain
+    for stage in ("pretrain", "cola", "squad"):
+        for name in ("train.png", "val.png"):
+            assert is_png(run_dir / stage / "report" / name), (stage, name)
+
+
+def test_report_names_a_directory_it_cannot_read(tmp_path, capsys):
+    assert report_main([str(tmp_path)]) == 2
+    assert f"{tmp_path}: neither a run directory" in capsys.readouterr().err
 
 
 def test_ddp_runs_have_one_output_directory_and_one_log_each(pipeline):
@@ -100,7 +119,8 @@ def test_ddp_squad_evaluation_equals_single_process(pipeline, env, monkeypatch, 
 def test_rerunning_a_pipeline_skips_its_finished_stages(pipeline, env):
     run_dir, _ = pipeline
     stamps = [(run_dir / s / "run.json").stat().st_mtime_ns for s in ("pretrain", "cola", "squad")]
-    result = run_cli(["+experiment=pipeline_tiny", "hardware=ddp_cpu", *STAGES, f"hydra.run.dir={run_dir}"], env=env)
+    result = run_cli(["+experiment=pipeline_tiny", "hardware=ddp_cpu", "trainer.log_every_n_steps=1", *STAGES,
+                      f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("finished earlier, skipped") == 3
     assert [(run_dir / s / "run.json").stat().st_mtime_ns for s in ("pretrain", "cola", "squad")] == stamps

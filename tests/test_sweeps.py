@@ -8,14 +8,17 @@ import yaml
 from omegaconf import OmegaConf
 
 from bert_exp.config import resource_dir
+from bert_exp.report import report
 from bert_exp.sweep import main as sweep_main
 from bert_exp.sweep import summarize, wandb_spec
-from helpers import compose_config, run_cli
+from helpers import compose_config, is_png, run_cli
 from wandb_records import offline_run
 
 TINY = ["+experiment=pretrain_tiny", "data.files=[${paths.data_dir}/corpus/inaugural/19*.txt]",
         "data.tokenizer.vocab_size=2000", "trainer.max_steps=4", "trainer.val_check_interval=4",
         "trainer.limit_val_batches=1", "callbacks.progress_bar.refresh_rate=0"]
+
+
 SWEEPS = sorted(p.stem for p in resource_dir("sweeps").glob("*.yaml"))
 
 
@@ -46,6 +49,12 @@ def test_a_grid_multirun_summarises_and_a_rerun_skips_finished_jobs(env, tmp_pat
     losses = {r["overrides"][-2]: r["metrics"]["val/mlm_loss"] for r in runs}
     assert len(losses) == 2  # lr differs between rows
     assert "sweep summary:" in result.stdout
+
+    # the report: the metric against the swept parameter, every job's curve, the table
+    markdown = report(sweep_dir)
+    for name in ("sweep_optim.optimizer.lr.png", "val_curves.png"):
+        assert is_png(sweep_dir / "report" / name), name
+    assert "![val_curves](val_curves.png)" in markdown.read_text() and "| val/mlm_loss | 2 | 2 |" in markdown.read_text()
 
     # interrupt job 3 (as if killed after its last checkpoint) and re-run the same sweep
     info = json.loads((jobs[3] / "run.json").read_text())
