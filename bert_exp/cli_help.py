@@ -21,12 +21,17 @@ MORE = """Other commands:
   python -m bert_exp.data download NAME...        fetch data sets (verified, resumable)
   python -m bert_exp.info                         versions, devices and precisions, data sets
   python -m bert_exp.export RUN_OR_CKPT OUT       a HuggingFace BERT directory from a run
+  python -m bert_exp.report DIR                   PNG curves and a Markdown summary (run, sweep, pipeline)
+  python -m bert_exp.sweep wandb NAME [OVERRIDES] a ready-made sweep as a W&B sweep spec
   python -m bert_exp --hydra-help                 Hydra's own flags
 
+Keys on their own: precision=32-true|bf16-mixed|16-mixed, global_batch_size=N (device batch and
+accumulation derived; device_batch_size=N caps the device batch), ckpt_path=RUN_DIR (resume), seed=N.
 Runs write to outputs/<task>/<experiment>/<time>/ (run.json, config.yaml, checkpoints/, logs/).
 Examples:
   python -m bert_exp +experiment=pretrain_tiny
-  python -m bert_exp +experiment=cola_minilm optim.lr=3e-5 seed=1
+  python -m bert_exp +experiment=cola_minilm optim.optimizer.lr=3e-5 seed=1 hardware=ddp_cpu
+  python -m bert_exp +experiment=pipeline_tiny
   python -m bert_exp +experiment=cola_tiny task.init_from=outputs/pretraining/pretrain_tiny/<run>"""
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,22 +66,23 @@ def check_fresh_run_dir(run_dir: Path) -> None:
 
 @dataclass
 class JobDirectory:
-    """What to do in a job directory that a sweep is re-run over."""
+    """What to do in the directory of a sweep job or pipeline stage that is run again."""
 
     finished: dict | None = None  # run.json of a finished job: skip it
     resume_from: Path | None = None  # last.ckpt of an interrupted job: continue it in place
     previous: dict | None = None
 
     @classmethod
-    def inspect(cls, run_dir: Path, overrides: list[str], multirun: bool) -> JobDirectory:
+    def inspect(cls, run_dir: Path, overrides: list[str], in_place: bool) -> JobDirectory:
+        """``in_place``: a sweep job or pipeline stage, whose directory a re-run reuses."""
         previous = read_run_info(run_dir)
-        if not multirun or (previous is None and not (run_dir / "checkpoints").exists()):
+        if not in_place or (previous is None and not (run_dir / "checkpoints").exists()):
             check_fresh_run_dir(run_dir)
             return cls()
         if previous is not None and previous.get("overrides") != overrides:
             raise ConfigError(
                 f"{run_dir} holds another job (overrides {previous.get('overrides')}, not {overrides}); "
-                "re-run a sweep with the same arguments, or give it a new hydra.sweep.dir"
+                "re-run with the same arguments, or choose a new directory"
             )
         if previous is not None and previous.get("status") == "finished":
             return cls(finished=previous, previous=previous)
@@ -105,3 +108,31 @@ def prepare_ddp_children(run_dir: Path, ckpt_path: Path | None) -> None:
     hydra_cfg = HydraConfig.get()
     with read_write(hydra_cfg), open_dict(hydra_cfg):
         hydra_cfg.run.dir = str(run_dir)
+
+
+# what Lightning's DDP launcher sets in the launching process's environment
+LAUNCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+@contextmanager
+def sweep_job_environment():
+    """A multirun runs its jobs one after another in one process. Lightning's DDP launcher leaves
+    LOCAL_RANK & co. in that process's environment and the process group open; the next job would then
+    take its processes for launched already and wait for them. Each job gets the environment it
+    started with, and no process group."""
+    if not is_multirun():
+        yield
+        return
+    saved = {name: os.environ.get(name) for name in LAUNCH_VARIABLES}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()

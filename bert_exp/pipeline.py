@@ -23,7 +23,7 @@ from .jobs import hydra_overrides, read_run_info
 def stage_overrides(cfg: DictConfig, name: str, run_dir: Path, shared: list[str]) -> list[str]:
     stage = cfg.pipeline[name]
     overrides = [f"+experiment={stage.experiment}", *shared, *stage.get("overrides", []),
-                 f"experiment_name={cfg.experiment_name}"]
+                 f"experiment_name={cfg.experiment_name}", "resume_in_place=true"]
     if stage.get("init_from"):
         if stage.init_from not in cfg.pipeline or list(cfg.pipeline).index(stage.init_from) >= list(cfg.pipeline).index(name):
             raise ConfigError(f"pipeline.{name}.init_from={stage.init_from}: not an earlier stage")
@@ -34,7 +34,8 @@ def stage_overrides(cfg: DictConfig, name: str, run_dir: Path, shared: list[str]
 def shared_overrides() -> list[str]:
     """The pipeline command's own overrides, minus those that choose the pipeline itself."""
     return [o for o in hydra_overrides()
-            if not o.lstrip("+~").startswith(("experiment=", "pipeline.", "experiment_name=", "hydra."))]
+            if not o.lstrip("+~").startswith(("experiment=", "pipeline.", "experiment_name=", "hydra.",
+                                               "resume_in_place="))]
 
 
 def check_stages(cfg: DictConfig, run_dir: Path, shared: list[str]) -> dict[str, list[str]]:
@@ -74,7 +75,8 @@ def run_pipeline(cfg: DictConfig) -> float | None:
             code = subprocess.call([sys.executable, "-m", "bert_exp", *overrides, f"hydra.run.dir={stage_dir}"])
             if code != 0:
                 print(f"error: pipeline stage {name} failed (exit code {code}); see {stage_dir}. Re-run with "
-                      f"hydra.run.dir={run_dir} to skip the stages that finished", file=sys.stderr)
+                      f"hydra.run.dir={run_dir}: finished stages are skipped, an interrupted one continues "
+                      "from its last.ckpt", file=sys.stderr)
                 sys.exit(code)
         info = read_run_info(stage_dir) or {}
         results[name] = {"run_dir": str(stage_dir), "status": info.get("status"), "monitor": info.get("monitor"),

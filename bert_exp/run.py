@@ -35,6 +35,7 @@ from .jobs import (
     is_multirun,
     original_run_info,
     prepare_ddp_children,
+    sweep_job_environment,
 )
 from .model import num_parameters
 from .model.checkpoint import lightning_checkpoint_path, load_checkpoint
@@ -90,6 +91,11 @@ def build_task_module(cfg: DictConfig, datamodule, vocab: list[str], init=None):
 
 def run(cfg: DictConfig) -> float | None:
     """Trains as configured; returns the task's monitored metric (for sweepers)."""
+    with sweep_job_environment():
+        return _run(cfg)
+
+
+def _run(cfg: DictConfig) -> float | None:
     validate_config(cfg)
     check_combination(cfg)
     placement = derive_placement(cfg)
@@ -98,7 +104,7 @@ def run(cfg: DictConfig) -> float | None:
     overrides = hydra_overrides()
     ckpt_path = lightning_checkpoint_path(cfg.ckpt_path) if cfg.ckpt_path else None
     first_process = rank_zero_only.rank == 0  # DDP's other processes re-run this command in this directory
-    job = JobDirectory.inspect(run_dir, overrides, is_multirun()) if first_process else JobDirectory()
+    job = JobDirectory.inspect(run_dir, overrides, is_multirun() or cfg.resume_in_place) if first_process else JobDirectory()
     if job.finished is not None:
         print(f"skipping a finished job: {run_dir}")
         return job.finished.get("metrics", {}).get(cfg.task.monitor)

@@ -82,7 +82,6 @@ def test_killed_and_terminated_runs_resume_exactly(env, cache_dir, tmp_path, mon
     assert info["status"] == "interrupted" and info["resumed_from"] == str(killed / "checkpoints" / "last.ckpt")
     stopped = torch.load(terminated / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert stopped["global_step"] == info["global_step"] > saved["global_step"] + 5
-    assert stopped["global_step"] % 4 != 0 or True  # (any step: written on the signal, not by the period)
 
     # resumed to the end
     finished = tmp_path / "finished"
@@ -92,8 +91,13 @@ def test_killed_and_terminated_runs_resume_exactly(env, cache_dir, tmp_path, mon
     for directory in (killed, terminated, finished):  # a later run's step replaces an earlier one's
         resumed.update(losses(directory))
     assert sorted(resumed) == sorted(expected)
-    mismatched = {s: (resumed[s], expected[s]) for s in expected if resumed[s] != expected[s]}
+    # Equal to float rounding. Alone, every step is bitwise equal; inside the full suite two of thirty
+    # losses once differed in the 7th digit (~1e-7 relative) with the steps after them bitwise equal
+    # again. Without the random-state restore, step 8 is off by 2e-5 and later steps by 7e-4.
+    mismatched = {s: (resumed[s], expected[s]) for s in expected
+                  if abs(float(resumed[s]) - float(expected[s])) > 1e-6 * abs(float(expected[s]))}
     assert not mismatched, mismatched
+    assert sum(resumed[s] == expected[s] for s in expected) >= len(expected) - 3
     # the resumed runs really did pick up mid-way, and crossed an epoch boundary
     assert min(losses(terminated)) == saved["global_step"] and min(losses(finished)) == stopped["global_step"]
     with open(finished / "logs" / "metrics.csv") as f:
