@@ -30,42 +30,41 @@ def env(data_dir, cache_dir):
 @pytest.mark.slow
 def test_a_grid_multirun_summarises_and_a_rerun_skips_finished_jobs(env, tmp_path):
     sweep_dir = tmp_path / "sweep"
-    args = ["-m", *TINY, "optim.optimizer.lr=1e-3,2e-3", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"]
+    args = ["-m", *TINY, "optim.optimizer.lr=2e-3", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"]
     result = run_cli(args, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = sorted(p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit())
-    assert [p.name for p in jobs] == ["0", "1", "2", "3"]
+    assert [p.name for p in jobs] == ["0", "1"]
     runs = [json.loads((job / "run.json").read_text()) for job in jobs]
     assert all(r["status"] == "finished" and r["global_step"] == 4 for r in runs)
     # one W&B run per job, each finished before the next began, grouped by the experiment
     wandb_runs = [offline_run(job) for job in jobs]
-    assert len({w["id"] for w in wandb_runs}) == 4 and all(w["group"] == "pretrain_tiny" for w in wandb_runs)
+    assert len({w["id"] for w in wandb_runs}) == 2 and all(w["group"] == "pretrain_tiny" for w in wandb_runs)
     assert all(w["summary"]["status"] == '"finished"' for w in wandb_runs)
-    # the summary: one row per learning rate, the metric over the two seeds
+    # the summary: the seeds pooled into one row, with their mean and median
     summary = (sweep_dir / "summary.md").read_text()
-    assert "| optim.optimizer.lr | monitor | jobs | finished | mean | median | values |" in summary
-    rows = [line for line in summary.splitlines() if line.startswith("| 0.00")]
-    assert len(rows) == 2 and all("| val/mlm_loss | 2 | 2 |" in row for row in rows)
-    losses = {r["overrides"][-2]: r["metrics"]["val/mlm_loss"] for r in runs}
-    assert len(losses) == 2  # lr differs between rows
+    assert "| monitor | jobs | finished | mean | median | values |" in summary
+    losses = sorted(r["metrics"]["val/mlm_loss"] for r in runs)
+    assert losses[0] != losses[1]  # the seeds differ
+    mean = f"{sum(losses) / 2:.4f}"
+    assert f"| val/mlm_loss | 2 | 2 | {mean} | {mean} |" in summary
     assert "sweep summary:" in result.stdout
 
     # the report: the metric against the swept parameter, every job's curve, the table
     markdown = report(sweep_dir)
-    for name in ("sweep_optim.optimizer.lr.png", "val_curves.png"):
-        assert is_png(sweep_dir / "report" / name), name
+    assert is_png(sweep_dir / "report" / "val_curves.png")
     assert "![val_curves](val_curves.png)" in markdown.read_text() and "| val/mlm_loss | 2 | 2 |" in markdown.read_text()
 
-    # interrupt job 3 (as if killed after its last checkpoint) and re-run the same sweep
-    info = json.loads((jobs[3] / "run.json").read_text())
-    (jobs[3] / "run.json").write_text(json.dumps({**info, "status": "running"}))
-    stamps = [(job / "run.json").stat().st_mtime_ns for job in jobs[:3]]
+    # interrupt job 1 (as if killed after its last checkpoint) and re-run the same sweep
+    info = json.loads((jobs[1] / "run.json").read_text())
+    (jobs[1] / "run.json").write_text(json.dumps({**info, "status": "running"}))
+    stamp = (jobs[0] / "run.json").stat().st_mtime_ns
     result = run_cli(args, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("skipping a finished job") == 3
-    assert [(job / "run.json").stat().st_mtime_ns for job in jobs[:3]] == stamps
-    resumed = json.loads((jobs[3] / "run.json").read_text())
-    assert resumed["status"] == "finished" and resumed["resumed_from"] == str(jobs[3] / "checkpoints" / "last.ckpt")
+    assert result.stdout.count("skipping a finished job") == 1
+    assert (jobs[0] / "run.json").stat().st_mtime_ns == stamp
+    resumed = json.loads((jobs[1] / "run.json").read_text())
+    assert resumed["status"] == "finished" and resumed["resumed_from"] == str(jobs[1] / "checkpoints" / "last.ckpt")
     assert resumed["wandb_id"] == info["wandb_id"]
 
 
@@ -117,3 +116,19 @@ def test_summary_groups_seeds_and_reports_mean_and_median():
     by_lr = {row["optim.optimizer.lr"]: row for row in rows}
     assert by_lr["1"]["mean"] == pytest.approx(0.5) and by_lr["1"]["median"] == pytest.approx(0.4)
     assert (by_lr["2"]["jobs"], by_lr["2"]["finished"], by_lr["2"]["mean"]) == (2, 1, pytest.approx(0.1))
+
+
+def test_sweep_report_plots_the_metric_against_each_swept_parameter(tmp_path):
+    for job, (lr, seed) in enumerate([(1e-3, 1), (1e-3, 2), (2e-3, 1), (2e-3, 2)]):
+        job_dir = tmp_path / str(job)
+        (job_dir / "logs").mkdir(parents=True)
+        value = 0.1 * job + 0.3
+        (job_dir / "run.json").write_text(json.dumps({
+            "overrides": ["+experiment=cola_tiny", f"optim.optimizer.lr={lr}", f"seed={seed}"],
+            "monitor": "val/mcc", "status": "finished", "metrics": {"val/mcc": value}}))
+        (job_dir / "logs" / "metrics.csv").write_text(
+            "epoch,step,train/loss,val/mcc\n0,0,0.7,\n0,9,0.6,\n0,9,," + f"{value / 2}\n0,19,,{value}\n")
+    markdown = report(tmp_path).read_text()
+    assert is_png(tmp_path / "report" / "sweep_optim.optimizer.lr.png") and is_png(tmp_path / "report" / "val_curves.png")
+    assert "| 0.001 | val/mcc | 2 | 2 | 0.3500 | 0.3500 | 0.3000, 0.4000 |" in markdown
+    assert "![sweep_optim.optimizer.lr](sweep_optim.optimizer.lr.png)" in markdown
