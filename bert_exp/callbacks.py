@@ -140,7 +140,7 @@ class LastCheckpoint(L.Callback):
 
     def _save(self, trainer) -> None:
         if trainer.global_step != self._saved_step and not trainer.sanity_checking:
-            trainer.save_checkpoint(self.path)
+            trainer.save_checkpoint(self.path, weights_only=False)  # the full training state
             self._saved_step = trainer.global_step
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:

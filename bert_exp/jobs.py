@@ -90,24 +90,24 @@ class JobDirectory:
         return cls(resume_from=last if last.is_file() else None, previous=previous)
 
 
-def prepare_ddp_children(run_dir: Path, ckpt_path: Path | None) -> None:
-    """Under a Hydra multirun, make Lightning's DDP launcher start this job's other processes as a
-    single run in this job's directory.
+def prepare_ddp_children(run_dir: Path, ckpt_path: Path | None, world_size: int) -> None:
+    """Makes Lightning's DDP launcher start this run's other processes as the same run.
 
-    Lightning re-runs ``sys.argv`` with ``hydra.run.dir`` set to Hydra's run directory; in a sweep that
-    command is the whole sweep, and that directory is not the job's. Here the command becomes the
-    job's own overrides and the directory the job's."""
+    Lightning re-runs ``sys.argv`` with ``hydra.run.dir`` set to Hydra's run directory. In a sweep that
+    command is the whole sweep and that directory not the job's: the command becomes the job's own
+    overrides and the directory the job's. A run resumed in place passes its checkpoint on too."""
     from hydra.core.hydra_config import HydraConfig
 
-    if not is_multirun():
+    if world_size == 1:
         return
-    args = [a for a in HydraConfig.get().overrides.task if not a.startswith("ckpt_path=")]
-    if ckpt_path is not None:
-        args.append(f"ckpt_path={ckpt_path}")
-    sys.argv = [sys.argv[0], *args]
-    hydra_cfg = HydraConfig.get()
-    with read_write(hydra_cfg), open_dict(hydra_cfg):
-        hydra_cfg.run.dir = str(run_dir)
+    if is_multirun():
+        args = [a for a in HydraConfig.get().overrides.task if not a.startswith("ckpt_path=")]
+        sys.argv = [sys.argv[0], *args]
+        hydra_cfg = HydraConfig.get()
+        with read_write(hydra_cfg), open_dict(hydra_cfg):
+            hydra_cfg.run.dir = str(run_dir)
+    if ckpt_path is not None and not any(a.startswith("ckpt_path=") for a in sys.argv[1:]):
+        sys.argv.append(f"ckpt_path={ckpt_path}")
 
 
 # what Lightning's DDP launcher sets in the launching process's environment

@@ -7,12 +7,14 @@ import json
 import logging
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import uuid
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import torch
 from hydra.utils import instantiate
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .callbacks import TokenThroughput
@@ -51,6 +54,15 @@ def _log_through_hydra() -> None:
         for name in ("lightning", "lightning.pytorch", "lightning.fabric", "torchmetrics"):
             logging.getLogger(name).handlers.clear()
             logging.getLogger(name).propagate = True
+
+
+def _silence_false_alarms() -> None:
+    """Two Lightning warnings that do not apply here: our DataModules resume mid-epoch themselves (the
+    position is in the checkpoint: bert_exp/data/sampling.py), and values logged at the end of an
+    evaluation come from torchmetrics' compute(), which has already synced them across processes."""
+    for message in ("You're resuming from a checkpoint that ended before the epoch ended",
+                    "It is recommended to use `self.log"):
+        warnings.filterwarnings("ignore", message=re.escape(message), category=PossibleUserWarning)
 
 
 def git_commit() -> dict | None:
@@ -100,6 +112,7 @@ def _run(cfg: DictConfig) -> float | None:
     check_combination(cfg)
     placement = derive_placement(cfg)
     _log_through_hydra()
+    _silence_false_alarms()
     run_dir = Path(cfg.paths.run_dir)
     overrides = hydra_overrides()
     ckpt_path = lightning_checkpoint_path(cfg.ckpt_path) if cfg.ckpt_path else None
@@ -119,7 +132,7 @@ def _run(cfg: DictConfig) -> float | None:
             cfg.logger.wandb.id = wandb_id
     if first_process:
         show_config(cfg, save_to=run_dir / "config_tree.txt")
-        prepare_ddp_children(run_dir, ckpt_path)
+        prepare_ddp_children(run_dir, ckpt_path, placement.world_size)
     init = load_checkpoint(cfg.task.init_from) if cfg.task.get("init_from") else None
 
     L.seed_everything(cfg.seed, workers=True)

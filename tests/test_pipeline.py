@@ -116,14 +116,22 @@ def test_ddp_squad_evaluation_equals_single_process(pipeline, env, monkeypatch, 
     assert single["metrics"]["val/f1"] > 0  # some overlap to compare
 
 
-def test_rerunning_a_pipeline_skips_its_finished_stages(pipeline, env):
+def test_rerunning_a_pipeline_skips_finished_stages_and_resumes_an_interrupted_one(pipeline, env):
     run_dir, _ = pipeline
-    stamps = [(run_dir / s / "run.json").stat().st_mtime_ns for s in ("pretrain", "cola", "squad")]
+    # cola as if killed after its last checkpoint: run.json still says "running"
+    cola = stage_info(run_dir, "cola")
+    (run_dir / "cola" / "run.json").write_text(json.dumps({**cola, "status": "running"}))
+    stamps = [(run_dir / s / "run.json").stat().st_mtime_ns for s in ("pretrain", "squad")]
     result = run_cli(["+experiment=pipeline_tiny", "hardware=ddp_cpu", "trainer.log_every_n_steps=1", *STAGES,
-                      f"hydra.run.dir={run_dir}"], env=env)
+                      f"hydra.run.dir={run_dir}"], env=env, timeout=300)  # (a process left behind would wait)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("finished earlier, skipped") == 3
-    assert [(run_dir / s / "run.json").stat().st_mtime_ns for s in ("pretrain", "cola", "squad")] == stamps
+    assert result.stdout.count("finished earlier, skipped") == 2
+    assert [(run_dir / s / "run.json").stat().st_mtime_ns for s in ("pretrain", "squad")] == stamps
+    # both DDP processes continued from cola's last.ckpt, in place, as the same W&B run
+    resumed = stage_info(run_dir, "cola")
+    assert resumed["status"] == "finished" and resumed["resumed_from"] == str(run_dir / "cola" / "checkpoints" / "last.ckpt")
+    assert (resumed["global_step"], resumed["wandb_id"]) == (cola["global_step"], cola["wandb_id"])
+    assert resumed["metrics"]["val/mcc"] == cola["metrics"]["val/mcc"]  # the same weights, validated again
 
 
 def test_a_typo_in_a_stage_stops_the_pipeline_before_any_stage_runs(env, tmp_path):
@@ -132,3 +140,26 @@ def test_a_typo_in_a_stage_stops_the_pipeline_before_any_stage_runs(env, tmp_pat
                       f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 2 and "pipeline.cola" in result.stderr and "trainer.max_stepz" in result.stderr
     assert not (run_dir / "pretrain").exists()
+
+
+def test_pipeline_base_composes_every_stage_for_a_multi_gpu_machine(tmp_path, monkeypatch):
+    """pipeline_base is not run here (BERT-base, GPUs); every stage composes and passes the checks a
+    run makes before work, with hardware=ddp as on an 8-GPU machine, each starting from the stage before."""
+    import torch
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from bert_exp.config import resource_dir
+    from bert_exp.pipeline import check_stages
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(version_base="1.3", config_dir=str(resource_dir("conf"))):
+        cfg = compose("config", overrides=["+experiment=pipeline_base"])
+        stages = check_stages(cfg, tmp_path, ["hardware=ddp"])
+        phase2 = compose("config", overrides=[*stages["phase2"], f"paths.run_dir={tmp_path / 'phase2'}"])
+    assert list(stages) == ["phase1", "phase2", "cola", "squad"]
+    assert f"task.init_from={tmp_path / 'phase1'}" in stages["phase2"]
+    assert all(f"task.init_from={tmp_path / 'phase2'}" in stages[s] for s in ("cola", "squad"))
+    assert all("experiment_name=pipeline_base" in o and "hardware=ddp" in o for o in stages.values())
+    assert (phase2.data.max_seq_length, phase2.trainer.devices, phase2.trainer.precision) == (512, -1, "bf16-mixed")
