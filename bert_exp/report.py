@@ -22,7 +22,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 from .errors import UserError  # noqa: E402
-from .sweep import summarize, write_summary  # noqa: E402
+from .sweep import job_dirs, summarize, write_summary  # noqa: E402
 
 
 def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -94,9 +94,17 @@ def _numeric(value: str):
         return value
 
 
+def _job_labels(runs: list[dict]) -> list[str]:
+    """Each job's overrides that differ between jobs (seed included), e.g. ``optim.optimizer.lr=1e-3 seed=2``."""
+    overrides = [[o for o in run.get("overrides", []) if not o.startswith("hydra.")] for run in runs]
+    varying = {o for job in overrides for o in job if sum(o in other for other in overrides) < len(overrides)}
+    return [" ".join(o for o in job if o in varying) for job in overrides]
+
+
 def sweep_report(sweep_dir: Path, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    runs = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("*/run.json"))]
+    directories = job_dirs(sweep_dir)
+    runs = [json.loads((d / "run.json").read_text()) for d in directories]
     swept, rows = summarize(runs)
     write_summary(sweep_dir)
     monitor = rows[0]["monitor"]
@@ -121,13 +129,13 @@ def sweep_report(sweep_dir: Path, out: Path) -> Path:
         plt.close(fig)
         images.append(path)
     fig, ax = plt.subplots(figsize=(7, 4))  # every job's validation curve of the monitored metric
-    for job_dir in sorted(p.parent for p in sweep_dir.glob("*/run.json")):
+    for job_dir, label in zip(directories, _job_labels(runs)):
         try:
             curve = read_curves(job_dir).get(monitor)
         except UserError:
             continue
         if curve:
-            ax.plot(*zip(*curve), marker="o", markersize=3, label=job_dir.name)
+            ax.plot(*zip(*curve), marker="o", markersize=3, label=f"{job_dir.name}: {label}" if label else job_dir.name)
     ax.set_xlabel("step")
     ax.set_ylabel(monitor)
     ax.grid(alpha=0.3)

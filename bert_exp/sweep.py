@@ -22,12 +22,17 @@ from hydra.experimental.callback import Callback
 SEED_KEYS = ("seed",)
 
 
+def job_dirs(sweep_dir: Path) -> list[Path]:
+    """The directories of a sweep's jobs that wrote a run.json, in job order (2 before 10)."""
+    return sorted((p.parent for p in Path(sweep_dir).glob("*/run.json")), key=lambda d: (len(d.name), d.name))
+
+
 def job_runs(sweep_dir: Path) -> list[dict]:
     """run.json of every job under a sweep directory, in job order."""
     runs = []
-    for path in sorted(Path(sweep_dir).glob("*/run.json"), key=lambda p: (len(p.parent.name), p.parent.name)):
+    for directory in job_dirs(sweep_dir):
         try:
-            runs.append(json.loads(path.read_text()))
+            runs.append(json.loads((directory / "run.json").read_text()))
         except json.JSONDecodeError:
             continue
     return runs

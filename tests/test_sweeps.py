@@ -2,6 +2,9 @@
 interrupted ones resumed on a re-run), the Optuna sweeper, and W&B sweep specs of the ready-made sweeps."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -11,7 +14,7 @@ from bert_exp.config import resource_dir
 from bert_exp.report import report
 from bert_exp.sweep import main as sweep_main
 from bert_exp.sweep import summarize, wandb_spec
-from helpers import compose_config, is_png, run_cli
+from helpers import REPO, compose_config, is_png, run_cli
 from wandb_records import offline_run
 
 TINY = ["+experiment=pretrain_tiny", "data.files=[${paths.data_dir}/corpus/inaugural/19*.txt]",
@@ -29,14 +32,21 @@ def env(data_dir, cache_dir):
 
 @pytest.mark.slow
 def test_a_grid_multirun_summarises_and_a_rerun_skips_finished_jobs(env, tmp_path):
+    """Under DDP (2 CPU processes per job): each job launches its own processes in its own directory,
+    and the next job starts after the last one's processes and process group are gone."""
     sweep_dir = tmp_path / "sweep"
-    args = ["-m", *TINY, "optim.optimizer.lr=2e-3", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"]
+    args = ["-m", *TINY, "hardware=ddp_cpu", "optim.optimizer.lr=2e-3", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"]
     result = run_cli(args, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = sorted(p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit())
     assert [p.name for p in jobs] == ["0", "1"]
     runs = [json.loads((job / "run.json").read_text()) for job in jobs]
     assert all(r["status"] == "finished" and r["global_step"] == 4 for r in runs)
+    assert all(r["host"]["world_size"] == 2 for r in runs)
+    # one directory and one log per job: the second process wrote into its job's directory, no other
+    assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1"]
+    assert sorted(str(p.relative_to(sweep_dir)) for p in sweep_dir.rglob("*.log") if "wandb" not in p.parts) == \
+        ["0/bert_exp.log", "1/bert_exp.log"]
     # one W&B run per job, each finished before the next began, grouped by the experiment
     wandb_runs = [offline_run(job) for job in jobs]
     assert len({w["id"] for w in wandb_runs}) == 2 and all(w["group"] == "pretrain_tiny" for w in wandb_runs)
@@ -59,13 +69,16 @@ def test_a_grid_multirun_summarises_and_a_rerun_skips_finished_jobs(env, tmp_pat
     info = json.loads((jobs[1] / "run.json").read_text())
     (jobs[1] / "run.json").write_text(json.dumps({**info, "status": "running"}))
     stamp = (jobs[0] / "run.json").stat().st_mtime_ns
-    result = run_cli(args, env=env)
+    result = run_cli(args, env=env, timeout=300)  # (a process left behind would wait for the other forever)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("skipping a finished job") == 1
     assert (jobs[0] / "run.json").stat().st_mtime_ns == stamp
     resumed = json.loads((jobs[1] / "run.json").read_text())
+    # both processes continued from the job's last.ckpt (a process that started afresh would train 4
+    # steps alone and leave the other waiting)
     assert resumed["status"] == "finished" and resumed["resumed_from"] == str(jobs[1] / "checkpoints" / "last.ckpt")
-    assert resumed["wandb_id"] == info["wandb_id"]
+    assert resumed["global_step"] == 4 and resumed["wandb_id"] == info["wandb_id"]
+    assert resumed["metrics"]["val/mlm_loss"] == info["metrics"]["val/mlm_loss"]  # the same weights, validated again
 
 
 @pytest.mark.slow
@@ -95,6 +108,35 @@ def test_every_ready_made_sweep_composes_and_converts_to_a_wandb_spec(name):
     first = {k: v["values"][0] if "values" in v else v["min"] for k, v in spec["parameters"].items()}
     chosen = compose_config([f"+experiment={experiment}", *(f"{k}={v}" for k, v in first.items())])
     assert {k: OmegaConf.select(chosen, k) for k in first} == first
+
+
+@pytest.mark.slow
+def test_a_wandb_agent_runs_a_job_of_the_spec_as_its_own_run(env, tmp_path):
+    """What ``wandb agent`` does with a spec, with W&B's own code building the command: each job runs
+    our CLI with the chosen values as Hydra overrides, and logs into the run the agent created."""
+    from wandb.sdk.launch.sweeps.utils import create_sweep_command, create_sweep_command_args
+    from wandb.sdk.lib.config_util import save_config_file_from_dict
+
+    spec = wandb_spec([*TINY, "logger=wandb", "+sweeps=pretrain_lr_warmup"])
+    chosen = {"args": {key: {"value": values["values"][-1]} for key, values in spec["parameters"].items()},
+              "run_id": "agentrun1"}
+    arguments = create_sweep_command_args(chosen)
+    arguments.update(env=["/usr/bin/env"], interpreter=[sys.executable])
+    command = [part for chunk in create_sweep_command(spec["command"])
+               for part in (arguments[chunk[2:-1]] if chunk.startswith("${") else [chunk])]
+    params = tmp_path / "sweep-params.yaml"  # the agent hands the run its values in this file too
+    save_config_file_from_dict(str(params), chosen["args"])
+    agent_env = {**os.environ, **env, "BERT_EXP_OUTPUTS": str(tmp_path / "outputs"), "WANDB_MODE": "offline",
+                 "WANDB_SILENT": "true", "WANDB_RUN_ID": "agentrun1", "WANDB_SWEEP_ID": "sweep1",
+                 "WANDB_SWEEP_PARAM_PATH": str(params)}
+    result = subprocess.run(command, cwd=REPO, env=agent_env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = (tmp_path / "outputs").glob("pretraining/pretrain_tiny/*")
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "finished" and info["wandb_id"] == "agentrun1"
+    assert info["config"]["optim"]["optimizer"]["lr"] == 2e-3 and info["config"]["optim"]["scheduler"]["warmup_steps"] == 100
+    wandb_run = offline_run(run_dir)
+    assert wandb_run["id"] == "agentrun1" and "val/mlm_loss" in wandb_run["history_keys"]  # the spec's metric
 
 
 def test_cola_paper_grid_is_the_papers(capsys):
@@ -132,3 +174,12 @@ def test_sweep_report_plots_the_metric_against_each_swept_parameter(tmp_path):
     assert is_png(tmp_path / "report" / "sweep_optim.optimizer.lr.png") and is_png(tmp_path / "report" / "val_curves.png")
     assert "| 0.001 | val/mcc | 2 | 2 | 0.3500 | 0.3500 | 0.3000, 0.4000 |" in markdown
     assert "![sweep_optim.optimizer.lr](sweep_optim.optimizer.lr.png)" in markdown
+
+
+def test_sweep_report_labels_each_job_by_what_sets_it_apart():
+    from bert_exp.report import _job_labels
+
+    runs = [{"overrides": ["+experiment=x", f"optim.optimizer.lr={lr}", f"seed={seed}", "hydra.job.num=0"]}
+            for lr, seed in [(1e-3, 1), (1e-3, 2), (2e-3, 1)]]
+    assert _job_labels(runs) == ["optim.optimizer.lr=0.001 seed=1", "optim.optimizer.lr=0.001 seed=2",
+                                 "optim.optimizer.lr=0.002 seed=1"]
