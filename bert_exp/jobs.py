@@ -110,20 +110,24 @@ def prepare_ddp_children(run_dir: Path, ckpt_path: Path | None, world_size: int)
         sys.argv.append(f"ckpt_path={ckpt_path}")
 
 
-# what Lightning's DDP launcher sets in the launching process's environment
-LAUNCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
+# what Lightning's DDP launcher sets in the launching process's environment (OMP_NUM_THREADS: with
+# torch's thread count, shared out among a CPU machine's processes)
+LAUNCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE", "OMP_NUM_THREADS")
 
 
 @contextmanager
 def sweep_job_environment():
     """A multirun runs its jobs one after another in one process. Lightning's DDP launcher leaves
-    LOCAL_RANK & co. in that process's environment and the process group open; the next job would then
-    take its processes for launched already and wait for them. Each job gets the environment it
-    started with, and no process group."""
+    LOCAL_RANK & co. in that process's environment, the process group open and, on CPU, torch's thread
+    count cut; the next job would take its processes for launched already and wait for them, or run on
+    fewer threads. Each job gets the environment and thread count it started with, and no process group."""
     if not is_multirun():
         yield
         return
+    import torch
+
     saved = {name: os.environ.get(name) for name in LAUNCH_VARIABLES}
+    threads = torch.get_num_threads()
     try:
         yield
     finally:
@@ -132,6 +136,7 @@ def sweep_job_environment():
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        torch.set_num_threads(threads)
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
