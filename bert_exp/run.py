@@ -21,7 +21,6 @@ from pathlib import Path
 import lightning as L
 import torch
 from hydra.utils import instantiate
-from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -40,6 +39,7 @@ from .jobs import (
     prepare_ddp_children,
     sweep_job_environment,
 )
+from .logs import is_global_rank_zero
 from .model import num_parameters
 from .model.checkpoint import lightning_checkpoint_path, load_checkpoint
 from .placement import check_combination, derive_placement
@@ -116,7 +116,9 @@ def _run(cfg: DictConfig) -> float | None:
     run_dir = Path(cfg.paths.run_dir)
     overrides = hydra_overrides()
     ckpt_path = lightning_checkpoint_path(cfg.ckpt_path) if cfg.ckpt_path else None
-    first_process = rank_zero_only.rank == 0  # DDP's other processes re-run this command in this directory
+    # DDP's other processes re-run this command in this directory (Lightning's launcher, torchrun, SLURM,
+    # or by hand on each node with NODE_RANK set)
+    first_process = is_global_rank_zero()
     job = JobDirectory.inspect(run_dir, overrides, is_multirun() or cfg.resume_in_place) if first_process else JobDirectory()
     if job.finished is not None:
         print(f"skipping a finished job: {run_dir}")

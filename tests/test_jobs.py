@@ -63,3 +63,23 @@ def test_each_multirun_job_starts_from_the_environment_the_sweep_started_with(mo
     assert "LOCAL_RANK" not in os.environ and "MASTER_PORT" not in os.environ
     assert os.environ["OMP_NUM_THREADS"] == "2" and torch.get_num_threads() == threads
     assert not dist.is_initialized()
+
+
+@pytest.mark.parametrize("variables, first", [
+    ({}, True),
+    ({"RANK": "0", "LOCAL_RANK": "0"}, True),
+    ({"RANK": "8", "LOCAL_RANK": "0"}, False),  # torchrun, the second node's first process
+    ({"LOCAL_RANK": "1", "SLURM_PROCID": "0"}, False),  # started by Lightning inside an interactive allocation
+    ({"LOCAL_RANK": "0", "NODE_RANK": "1"}, False),
+    ({"NODE_RANK": "1"}, False),  # the command started by hand on the second machine
+    ({"SLURM_PROCID": "0"}, True),
+    ({"SLURM_PROCID": "3"}, False),
+])
+def test_the_first_process_is_told_from_the_launchers_variables(monkeypatch, variables, first):
+    from bert_exp.logs import is_global_rank_zero
+
+    for name in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert is_global_rank_zero() is first
