@@ -103,3 +103,29 @@ def test_killed_and_terminated_runs_resume_exactly(env, cache_dir, tmp_path, mon
     with open(finished / "logs" / "metrics.csv") as f:
         epochs = {int(r["epoch"]) for r in csv.DictReader(f) if r.get("epoch")}
     assert len(epochs) > 1 or json.loads((finished / "run.json").read_text())["global_step"] == MAX_STEPS
+
+
+def test_a_ddp_run_terminated_and_resumed_equals_an_uninterrupted_one(env, tmp_path):
+    """Two CPU processes (gloo): SIGTERM to the launching process reaches both, both stop after the same
+    step and the checkpoint holds each one's random state; the resumed run's losses (rank 0's) are
+    those of an uninterrupted run."""
+    ddp = ["hardware=ddp_cpu", "trainer.max_steps=40", "callbacks.last_checkpoint.every_n_train_steps=1000"]
+    terminated = tmp_path / "terminated"
+    proc = start(terminated, env, *ddp)
+    wait_for_step(proc, terminated, 15)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+    saved = torch.load(terminated / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert saved["global_step"] >= 15 and len(saved["random_states"]) == 2  # one per process
+
+    resumed, reference = tmp_path / "resumed", tmp_path / "reference"
+    for run_dir, extra in ((resumed, [f"ckpt_path={terminated}"]), (reference, [])):
+        proc = start(run_dir, env, *ddp, *extra)
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
+    expected = losses(reference)
+    assert sorted(expected) == list(range(40)) and min(losses(resumed)) == saved["global_step"]
+    continued = {**losses(terminated), **losses(resumed)}
+    assert sorted(continued) == sorted(expected)
+    # bitwise when run alone; the same float-rounding allowance as the single-process test above
+    assert all(abs(float(continued[s]) - float(expected[s])) <= 1e-6 * abs(float(expected[s])) for s in expected)
+    assert sum(continued[s] == expected[s] for s in expected) >= len(expected) - 3
