@@ -7,8 +7,8 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from . import resolvers  # noqa: F401  (registers the config resolvers)
-from .config import resource_dir
+from .runner import resolvers  # noqa: F401  (registers the config resolvers)
+from .resources import resource_dir
 from .errors import UserError
 
 
@@ -16,10 +16,10 @@ from .errors import UserError
 def _main(cfg: DictConfig) -> float | None:
     try:
         if "pipeline" in cfg:  # stages run as processes of their own: no Lightning here
-            from .pipeline import run_pipeline
+            from .runner.pipeline import run_pipeline
 
             return run_pipeline(cfg)
-        from .run import run  # imported here so --help and --cfg stay fast
+        from .runner.run import run  # imported here so --help and --cfg stay fast
 
         return run(cfg)
     except UserError as err:
@@ -29,7 +29,7 @@ def _main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:  # our groups and presets; Hydra's: --hydra-help
-        from .cli_help import help_text
+        from .runner.help import help_text
 
         print(help_text())
         return

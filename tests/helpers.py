@@ -10,8 +10,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
-import bert_exp.resolvers  # noqa: F401
-from bert_exp.config import resource_dir
+import bert_exp.runner.resolvers  # noqa: F401
+from bert_exp.resources import resource_dir
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,1 +1,0 @@
-"""Speed benchmarks against transformers: `python -m bert_exp.bench`."""

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import lightning as L
 from tokenizers import Tokenizer
 
-from .download import require_inputs
 from .hashing import files_sha256
+from .loading import check_inputs
 from .masking import SpecialIds
 from .sampling import EvaluationSampler, TrainingSampler, process_group
 from .tokenizer import load_vocab_file, save_vocab, tokenizer_from_vocab
@@ -30,16 +29,9 @@ class VocabularyDataModule(L.LightningDataModule):
         """The configured input paths (or globs) that must exist before anything is read."""
         return [str(p) for p in self.input_files()]
 
-    def ensure_inputs(self) -> None:
-        """Fetches missing catalog data sets (``download``), or stops naming each missing file and the
-        command that fetches it. One process per node (or per job, as Lightning's
-        ``prepare_data_per_node`` says) downloads; the others wait for the files."""
-        local = int(os.environ.get("LOCAL_RANK", "0"))
-        rank = local if self.prepare_data_per_node else int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
-        require_inputs(self.required_inputs(), self.download, wait=rank != 0)
-
     def prepare_data(self) -> None:
-        self.ensure_inputs()
+        # the runner fetched missing catalog data sets before (bert_exp.datasets); here they must exist
+        check_inputs(self.required_inputs())
 
     def use_vocabulary(self, tokens: list[str], lowercase: bool = True) -> None:
         """Tokenize with this vocabulary (a checkpoint's) instead of the configured one."""

@@ -10,15 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from ..errors import UserError
 from .base import VocabularyDataModule
-
-
-class DataFileError(UserError, ValueError):
-    pass
+from .loading import DataFileError, EncodedDataset, pad_batch
 
 
 @dataclass
@@ -62,34 +57,6 @@ def read_tsv(path: str | Path, text_columns: list[int], label_column: int | None
     if not examples:
         raise DataFileError(f"{path}: no examples")
     return examples
-
-
-class EncodedDataset(torch.utils.data.Dataset):
-    def __init__(self, features: list[dict]):
-        self.features = features
-
-    def __len__(self) -> int:
-        return len(self.features)
-
-    def __getitem__(self, index: int) -> dict:
-        return self.features[index]
-
-
-def pad_batch(features: list[dict], pad_id: int, keys=("input_ids", "token_type_ids"),
-              length: int | None = None) -> dict[str, torch.Tensor]:
-    """Pads to the longest member, or to ``length`` (static shapes, as XLA wants)."""
-    length = length or max(len(f["input_ids"]) for f in features)
-    out = {}
-    for key in keys:
-        array = np.full((len(features), length), pad_id if key == "input_ids" else 0, dtype=np.int64)
-        for row, f in enumerate(features):
-            array[row, : len(f[key])] = f[key]
-        out[key] = torch.from_numpy(array)
-    mask = np.zeros((len(features), length), dtype=np.int64)
-    for row, f in enumerate(features):
-        mask[row, : len(f["input_ids"])] = 1
-    out["attention_mask"] = torch.from_numpy(mask)
-    return out
 
 
 class GlueDataModule(VocabularyDataModule):

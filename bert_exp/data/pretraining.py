@@ -128,7 +128,7 @@ class PretrainingDataModule(VocabularyDataModule):
 
     def prepare_data(self) -> None:
         """Runs on one process per node before the others set up (Lightning's contract)."""
-        self.ensure_inputs()
+        super().prepare_data()
         atomic_directory(self.corpus_dir,
                          lambda d: build_corpus_cache(self.files, self.tokenizer, d, self.settings, self.data_checksums))
 

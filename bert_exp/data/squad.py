@@ -21,8 +21,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from ..metrics.squad import evaluate_v1, evaluate_v2
 from .base import VocabularyDataModule
-from .glue import DataFileError, EncodedDataset, pad_batch
+from .loading import DataFileError, EncodedDataset, pad_batch
 
 
 @dataclass
@@ -191,6 +192,44 @@ def postprocess(examples: list[SquadExample], features: list[SquadFeature], star
     return predictions, null_odds
 
 
+@dataclass
+class AnswerSelection:
+    """How logits become answers (the original run_squad.py's flags)."""
+
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2: bool = False
+    null_score_diff_threshold: float = 0.0
+
+
+@dataclass
+class SquadEvaluator:
+    """The validation questions, their features and how to score logits for them; what the QA task
+    module is handed, so it never reaches into a DataModule. Filled when the DataModule sets up."""
+
+    selection: AnswerSelection = field(default_factory=AnswerSelection)
+    examples: list[SquadExample] = field(default_factory=list)
+    features: list[SquadFeature] = field(default_factory=list)
+
+    @property
+    def version_2(self) -> bool:
+        return self.selection.version_2
+
+    def answers(self, start_logits, end_logits):
+        s = self.selection
+        return postprocess(self.examples, self.features, start_logits, end_logits, s.n_best_size,
+                           s.max_answer_length, s.version_2, s.null_score_diff_threshold)
+
+    def score(self, predictions: dict, null_odds: dict) -> dict[str, float]:
+        """The official metrics: exact_match and f1 (and v2.0's HasAns/NoAns breakdown)."""
+        if self.version_2:
+            result = evaluate_v2(self.examples, predictions, null_odds)
+            return {"exact_match": result["exact"], "f1": result["f1"],
+                    **{k: v for k, v in result.items() if k not in ("exact", "f1", "total") and "total" not in k}}
+        result = evaluate_v1(self.examples, predictions)
+        return {"exact_match": result["exact_match"], "f1": result["f1"]}
+
+
 class SquadDataModule(VocabularyDataModule):
     """SQuAD v1.1 or v2.0 JSON; train and validation may be article ranges of the same file."""
 
@@ -229,8 +268,8 @@ class SquadDataModule(VocabularyDataModule):
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.num_workers, self.pin_memory = num_workers, pin_memory
         self.limit_train_examples, self.limit_val_examples = limit_train_examples, limit_val_examples
-        self.val_examples: list[SquadExample] = []
-        self.val_features: list[SquadFeature] = []
+        self.evaluator = SquadEvaluator(AnswerSelection(n_best_size, max_answer_length, version_2,
+                                                        null_score_diff_threshold))
 
     def input_files(self) -> list[Path]:
         return list(dict.fromkeys([Path(self.train_file), Path(self.val_file)]))
@@ -247,11 +286,11 @@ class SquadDataModule(VocabularyDataModule):
             self.train_dataset = EncodedDataset([
                 {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids,
                  "start_positions": f.start_position, "end_positions": f.end_position} for f in train])
-        self.val_examples, self.val_features = self._features(
+        self.evaluator.examples, self.evaluator.features = self._features(
             self.val_file, self.val_articles, self.limit_val_examples, False)
         self.val_dataset = EncodedDataset([
             {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids, "feature_index": i}
-            for i, f in enumerate(self.val_features)])
+            for i, f in enumerate(self.evaluator.features)])
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
         batch = pad_batch(features, self.special_ids.pad, length=self.max_seq_length if self.pad_to_max_length else None)
@@ -271,7 +310,3 @@ class SquadDataModule(VocabularyDataModule):
 
     def val_dataloader(self):
         return self._loader(self.val_dataset, self.eval_batch_size, self.evaluation_sampler(self.val_dataset))
-
-    def postprocess(self, start_logits, end_logits):
-        return postprocess(self.val_examples, self.val_features, start_logits, end_logits, self.n_best_size,
-                           self.max_answer_length, self.version_2, self.null_score_diff_threshold)

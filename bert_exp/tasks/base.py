@@ -9,7 +9,8 @@ import lightning as L
 import torch
 
 from ..model import BertConfig
-from ..model.checkpoint import TIED_KEYS, Checkpoint, CheckpointError
+from ..model.hf import TIED_KEYS, Checkpoint, CheckpointError
+from .checkpoints import checkpoint_metadata
 from .optim import (
     DEFAULT_NO_DECAY,
     OptimizerFactory,
@@ -33,6 +34,8 @@ def check_compatible(config: BertConfig, ckpt: Checkpoint) -> None:
 
 
 class BertTask(L.LightningModule):
+    # the head written into checkpoints (bert_exp.model.hf.HEADS): a stable name, not the class name
+    head: str | None = None
     # parameter-name prefixes of the task's own head: the only weights that may start fresh
     head_prefixes: tuple[str, ...] = ()
     last_validated_step = -1
@@ -80,13 +83,7 @@ class BertTask(L.LightningModule):
         self.log("lr", self.optimizers().param_groups[0]["lr"], on_step=True, on_epoch=False)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # enough to rebuild and export the model from the .ckpt alone
-        checkpoint["bert_config"] = self.config.to_dict()
-        checkpoint["task"] = type(self).__name__
-        checkpoint["num_labels"] = getattr(self.model, "num_labels", None)
-        checkpoint["lowercase"] = self.lowercase
-        if self.vocab is not None:
-            checkpoint["vocab"] = self.vocab
+        checkpoint.update(checkpoint_metadata(self))
 
     def initialise_from(self, ckpt: Checkpoint) -> None:
         """Loads the checkpoint's weights (optimizer and step start fresh). Weights of this task's head

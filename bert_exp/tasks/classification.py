@@ -37,6 +37,7 @@ class ClassificationModule(BertTask):
     """Cross-entropy over ``num_labels`` classes, or MSE when ``num_labels == 1``. Metrics are computed
     on every validation set and logged as ``val/<set>/<metric>``; the first set is also ``val/<metric>``."""
 
+    head = "classification"
     head_prefixes = ("classifier.",)
 
     def __init__(

@@ -26,6 +26,7 @@ def mlm_nsp_losses(mlm_logits, nsp_logits, masked_lm_labels, next_sentence_label
 class PretrainingModule(BertTask):
     """Loss = masked-LM cross-entropy over the masked positions + next-sentence cross-entropy."""
 
+    head = "pretraining"
     head_prefixes = ("cls.",)
 
     def __init__(

@@ -9,7 +9,6 @@ import numpy as np
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ..metrics.squad import evaluate_v1, evaluate_v2
 from ..model import BertConfig, BertForQuestionAnswering
 from .base import BertTask
 from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory
@@ -39,6 +38,7 @@ class QuestionAnsweringModule(BertTask):
     as the official scripts do, logged as ``val/exact_match`` and ``val/f1``, and written to
     ``predictions.json`` (and ``null_odds.json`` for v2.0) in the run directory."""
 
+    head = "question_answering"
     head_prefixes = ("qa_outputs.",)
 
     def __init__(
@@ -54,6 +54,11 @@ class QuestionAnsweringModule(BertTask):
         self.config = model_config
         self.model = BertForQuestionAnswering(model_config)
         self._outputs: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self.evaluator = None  # handed over by the runner: bert_exp.data.squad.SquadEvaluator
+
+    def use_evaluator(self, evaluator) -> None:
+        """The validation questions and how to score them (examples, features, answer selection)."""
+        self.evaluator = evaluator
 
     def forward(self, batch):
         return self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
@@ -76,21 +81,17 @@ class QuestionAnsweringModule(BertTask):
         outputs, self._outputs = gather_objects(self._outputs), []
         if self.trainer.sanity_checking:
             return
-        datamodule = self.trainer.datamodule
+        evaluator = self.evaluator
+        if evaluator is None:
+            raise RuntimeError("QuestionAnsweringModule needs an evaluator: call use_evaluator() before fitting")
         by_index = {index: (s, e) for index, s, e in outputs}  # a feature repeated by a sampler counts once
-        if len(by_index) != len(datamodule.val_features):
+        if len(by_index) != len(evaluator.features):
             raise RuntimeError(f"validation produced logits for {len(by_index)} of "
-                               f"{len(datamodule.val_features)} features")
+                               f"{len(evaluator.features)} features")
         starts = [by_index[i][0] for i in range(len(by_index))]
         ends = [by_index[i][1] for i in range(len(by_index))]
-        predictions, null_odds = datamodule.postprocess(starts, ends)
-        if datamodule.version_2:
-            result = evaluate_v2(datamodule.val_examples, predictions, null_odds)
-            metrics = {"exact_match": result["exact"], "f1": result["f1"],
-                       **{k: v for k, v in result.items() if k not in ("exact", "f1", "total") and "total" not in k}}
-        else:
-            result = evaluate_v1(datamodule.val_examples, predictions)
-            metrics = {"exact_match": result["exact_match"], "f1": result["f1"]}
+        predictions, null_odds = evaluator.answers(starts, ends)
+        metrics = evaluator.score(predictions, null_odds)
         for key, value in metrics.items():
             # every rank gathered every feature, so every rank logs the same values (checkpointing reads them)
             self.log(f"val/{key}", float(value), prog_bar=key in ("exact_match", "f1"))
@@ -98,5 +99,5 @@ class QuestionAnsweringModule(BertTask):
             out = Path(self.trainer.default_root_dir)
             out.mkdir(parents=True, exist_ok=True)
             (out / "predictions.json").write_text(json.dumps(predictions, indent=1, ensure_ascii=False))
-            if datamodule.version_2:
+            if evaluator.version_2:
                 (out / "null_odds.json").write_text(json.dumps(null_odds, indent=1))

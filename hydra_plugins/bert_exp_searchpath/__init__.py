@@ -7,7 +7,7 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 class BertExpSearchPathPlugin(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        from bert_exp.config import resource_dir
+        from bert_exp.resources import resource_dir
 
         try:
             sweeps = resource_dir("sweeps")

@@ -1,0 +1,62 @@
+"""What the DataModules share for reading: the error for a bad input file, the check that inputs exist,
+an in-memory dataset of encoded examples and the padding collate."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import torch
+
+from ..errors import UserError
+
+
+class DataFileError(UserError, ValueError):
+    """A data file that cannot be read as configured; the message names the file (and line)."""
+
+
+class DataMissingError(UserError, FileNotFoundError):
+    """Input files that are not there; the message names each one."""
+
+
+def input_present(spec: str) -> bool:
+    """A path, or a glob that matches at least one file."""
+    spec = os.path.expanduser(str(spec))
+    return bool(glob.glob(spec)) if glob.has_magic(spec) else os.path.exists(spec)
+
+
+def check_inputs(specs: list[str]) -> None:
+    """Stops with one error naming every missing input. Fetching is the runner's job (bert_exp.datasets)."""
+    missing = [str(s) for s in specs if not input_present(s)]
+    if missing:
+        raise DataMissingError("\n".join(f"missing input: {spec}" for spec in missing)
+                               + "\n('python -m bert_exp.datasets list' shows the data sets that provide files)")
+
+
+class EncodedDataset(torch.utils.data.Dataset):
+    def __init__(self, features: list[dict]):
+        self.features = features
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.features[index]
+
+
+def pad_batch(features: list[dict], pad_id: int, keys=("input_ids", "token_type_ids"),
+              length: int | None = None) -> dict[str, torch.Tensor]:
+    """Pads to the longest member, or to ``length`` (static shapes, as XLA wants)."""
+    length = length or max(len(f["input_ids"]) for f in features)
+    out = {}
+    for key in keys:
+        array = np.full((len(features), length), pad_id if key == "input_ids" else 0, dtype=np.int64)
+        for row, f in enumerate(features):
+            array[row, : len(f[key])] = f[key]
+        out[key] = torch.from_numpy(array)
+    mask = np.zeros((len(features), length), dtype=np.int64)
+    for row, f in enumerate(features):
+        mask[row, : len(f["input_ids"])] = 1
+    out["attention_mask"] = torch.from_numpy(mask)
+    return out

@@ -1,0 +1,131 @@
+"""HuggingFace interop: a BERT directory (config.json, safetensors or pytorch_model.bin, vocab) read into
+one :class:`Checkpoint` with HuggingFace parameter names, and :func:`save_hf_directory`, which writes
+one back out so that transformers loads it with no missing or unexpected keys. Our own Lightning
+``.ckpt`` files are read next to the code that writes them: bert_exp/tasks/checkpoints.py."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..errors import UserError
+from .config import BertConfig
+
+HEADS = {  # our head name -> HuggingFace architecture
+    "pretraining": "BertForPreTraining",
+    "classification": "BertForSequenceClassification",
+    "question_answering": "BertForQuestionAnswering",
+    None: "BertModel",
+}
+ACTIVATIONS_IN = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+ACTIVATIONS_OUT = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
+# aliases of other parameters in our models (tied): never written, never reported missing
+TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+
+
+class CheckpointError(UserError, ValueError):
+    """A checkpoint that cannot be read or does not fit; the message names the file."""
+
+
+@dataclass
+class Checkpoint:
+    config: BertConfig
+    state_dict: dict[str, torch.Tensor]  # HuggingFace names, encoder under "bert."
+    vocab: list[str] | None = None
+    lowercase: bool = True
+    head: str | None = None  # pretraining | classification | question_answering | None (encoder only)
+    num_labels: int | None = None
+    source: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def _normalise_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, value in state.items():
+        if key.endswith(("position_ids", "embeddings.token_type_ids")):  # buffers, not weights
+            continue
+        key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        if key.startswith(("embeddings.", "encoder.", "pooler.")):  # a headless BertModel
+            key = "bert." + key
+        out[key] = value
+    return out
+
+
+def read_vocab_file(path: Path) -> list[str]:
+    return [line.rstrip("\r") for line in path.read_text(encoding="utf-8").split("\n") if line.rstrip("\r")]
+
+
+def load_hf_directory(path: Path) -> Checkpoint:
+    values = json.loads((path / "config.json").read_text())
+    if values.get("model_type", "bert") != "bert":
+        raise CheckpointError(f"{path}/config.json: model_type {values.get('model_type')!r} is not bert")
+    if values.get("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError(f"{path}/config.json: position_embedding_type must be absolute")
+    act = values.get("hidden_act", "gelu")
+    if act not in ACTIVATIONS_IN:
+        raise CheckpointError(f"{path}/config.json: hidden_act {act!r} is not supported")
+    config = BertConfig.from_dict({**values, "hidden_act": ACTIVATIONS_IN[act]})
+    if (path / "model.safetensors").is_file():
+        state = load_file(path / "model.safetensors")
+    elif (path / "pytorch_model.bin").is_file():
+        state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    else:
+        raise CheckpointError(f"{path} has config.json but neither model.safetensors nor pytorch_model.bin")
+    if (path / "vocab.txt").is_file():
+        vocab = read_vocab_file(path / "vocab.txt")
+    elif (path / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+        vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+    else:
+        vocab = None
+    lowercase = True
+    if (path / "tokenizer_config.json").is_file():
+        lowercase = bool(json.loads((path / "tokenizer_config.json").read_text()).get("do_lower_case", True))
+    architecture = (values.get("architectures") or ["BertModel"])[0]
+    head = {arch: name for name, arch in HEADS.items()}.get(architecture)
+    num_labels = len(values["id2label"]) if head == "classification" and "id2label" in values else None
+    if head == "classification" and num_labels is None:
+        num_labels = values.get("num_labels", 2)
+    return Checkpoint(config, _normalise_keys(state), vocab, lowercase, head, num_labels, str(path))
+
+
+
+def hf_config_dict(ckpt: Checkpoint) -> dict:
+    values = ckpt.config.to_dict()
+    values["hidden_act"] = ACTIVATIONS_OUT[values["hidden_act"]]
+    values.update(architectures=[HEADS[ckpt.head]], model_type="bert", position_embedding_type="absolute")
+    if ckpt.head == "classification":
+        n = ckpt.num_labels or 2
+        values.update(id2label={str(i): f"LABEL_{i}" for i in range(n)}, label2id={f"LABEL_{i}": i for i in range(n)},
+                      problem_type="regression" if n == 1 else "single_label_classification")
+    return values
+
+
+def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
+    """Writes ``model.safetensors``, ``config.json``, ``vocab.txt`` and the tokenizer config."""
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        raise CheckpointError(f"{out} exists and is not empty; choose a new directory (nothing is overwritten)")
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to("cpu").contiguous() for k, v in ckpt.state_dict.items() if k not in TIED_KEYS}
+    if ckpt.head == "question_answering":  # HuggingFace's QA model has no pooler
+        state = {k: v for k, v in state.items() if not k.startswith("bert.pooler.")}
+    if ckpt.head is None:  # a headless BertModel is saved without the "bert." prefix
+        state = {k.removeprefix("bert."): v for k, v in state.items() if k.startswith("bert.")}
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps(hf_config_dict(ckpt), indent=2, sort_keys=True) + "\n")
+    if ckpt.vocab:
+        (out / "vocab.txt").write_text("\n".join(ckpt.vocab) + "\n", encoding="utf-8")
+        specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                    "mask_token": "[MASK]"}
+        (out / "special_tokens_map.json").write_text(json.dumps(specials, indent=2) + "\n")
+        (out / "tokenizer_config.json").write_text(json.dumps(
+            {"do_lower_case": ckpt.lowercase, "tokenizer_class": "BertTokenizer",
+             "model_max_length": ckpt.config.max_position_embeddings, **specials}, indent=2) + "\n")
+    return out

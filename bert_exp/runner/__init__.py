@@ -1,0 +1,1 @@
+"""The command line and the training path: where the Hydra config stops. Validates a composed config, places it on the hardware, owns the run directory, builds data, task module and trainer, and fits."""

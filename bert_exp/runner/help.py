@@ -1,0 +1,80 @@
+"""``python -m bert_exp --help``: the config groups, their options and the experiment presets, read
+from the config tree itself so the list never goes stale. Hydra's own help stays at --hydra-help."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ..resources import resource_dir
+
+USAGE = """usage: python -m bert_exp [+experiment=NAME] [GROUP=OPTION ...] [KEY=VALUE ...]
+       python -m bert_exp -m [+sweeps=NAME] [KEY=V1,V2 ...]     (a Hydra multirun sweep)
+
+Pre-train BERT (masked LM + next-sentence prediction) and fine-tune it on CoLA, SST-2 and SQuAD, as
+reproducible Hydra experiments run by PyTorch Lightning."""
+
+MORE = """Other commands:
+  python -m bert_exp +experiment=NAME --cfg job   print the resolved config and stop
+  python -m bert_exp.data list                    data sets present, missing or corrupt
+  python -m bert_exp.data download NAME...        fetch data sets (verified, resumable)
+  python -m bert_exp.info                         versions, devices and precisions, data sets
+  python -m bert_exp.export RUN_OR_CKPT OUT       a HuggingFace BERT directory from a run
+  python -m bert_exp.report DIR                   PNG curves and a Markdown summary (run, sweep, pipeline)
+  python -m bert_exp.sweep wandb NAME [OVERRIDES] a ready-made sweep as a W&B sweep spec
+  python -m bert_exp --hydra-help                 Hydra's own flags
+
+Keys on their own: precision=32-true|bf16-mixed|16-mixed, global_batch_size=N (device batch and
+accumulation derived; device_batch_size=N caps the device batch), ckpt_path=RUN_DIR (resume), seed=N.
+Runs write to outputs/<task>/<experiment>/<time>/ (run.json, config.yaml, checkpoints/, logs/).
+Examples:
+  python -m bert_exp +experiment=pretrain_tiny
+  python -m bert_exp +experiment=cola_minilm optim.optimizer.lr=3e-5 seed=1 hardware=ddp_cpu
+  python -m bert_exp +experiment=pipeline_tiny
+  python -m bert_exp +experiment=cola_tiny task.init_from=outputs/pretraining/pretrain_tiny/<run>"""
+
+
+def describe(path: Path) -> str:
+    """The first comment line of a config file, without a trailing usage example (after two spaces)."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line.startswith("#"):
+            if line:
+                break
+            continue
+        text = line.lstrip("#").strip()
+        if text and not text.startswith("@package"):
+            return text.split(":  ", 1)[0].rstrip(":.").strip()
+    return ""
+
+
+def default_options(conf: Path) -> dict[str, str]:
+    defaults = yaml.safe_load((conf / "config.yaml").read_text()).get("defaults", [])
+    return {k: str(v) for item in defaults if isinstance(item, dict) for k, v in item.items()}
+
+
+def _section(title: str, rows: list[tuple[str, str]]) -> list[str]:
+    width = max((len(name) for name, _ in rows), default=0)
+    return [title, *(f"  {name.ljust(width)}  {text}".rstrip() for name, text in rows), ""]
+
+
+def help_text() -> str:
+    conf = resource_dir("conf")
+    defaults = default_options(conf)
+    groups = sorted(p for p in conf.iterdir() if p.is_dir() and p.name != "experiment")
+    group_rows = []
+    for group in groups:
+        options = sorted(p.stem for p in group.glob("*.yaml"))
+        marked = [f"{o}*" if defaults.get(group.name) == o else o for o in options]
+        group_rows.append((group.name, ", ".join(marked)))
+    lines = [USAGE, ""]
+    lines += _section("Experiment presets (+experiment=NAME):",
+                      [(p.stem, describe(p)) for p in sorted((conf / "experiment").glob("*.yaml"))])
+    lines += _section("Config groups (GROUP=OPTION; * the default):", group_rows)
+    sweeps = resource_dir("sweeps")
+    if sweeps.is_dir():
+        lines += _section("Ready-made sweeps (-m +sweeps=NAME):",
+                          [(p.stem, describe(p)) for p in sorted(sweeps.glob("*.yaml"))])
+    lines.append(MORE)
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""Pipelines (``+experiment=pipeline_tiny``): stages run one after another, each a ``python -m bert_exp``
+of its own in ``RUN_DIR/<stage>``, a later one starting from an earlier one's checkpoint.
+
+A stage is a process of its own, so each can launch its own DDP processes, frees its memory, and
+finishes its W&B run. All stages share the pipeline's ``experiment_name``: one W&B group, a job type
+per task. The pipeline's own command-line overrides (``hardware=...``, ``seed=...``) go to every stage.
+Every stage's config is composed and checked before the first one starts.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from .validation import ConfigError, validate_config
+from .run_dir import hydra_overrides, read_run_info
+
+
+def stage_overrides(cfg: DictConfig, name: str, run_dir: Path, shared: list[str]) -> list[str]:
+    stage = cfg.pipeline[name]
+    overrides = [f"+experiment={stage.experiment}", *shared, *stage.get("overrides", []),
+                 f"experiment_name={cfg.experiment_name}", "resume_in_place=true"]
+    if stage.get("init_from"):
+        if stage.init_from not in cfg.pipeline or list(cfg.pipeline).index(stage.init_from) >= list(cfg.pipeline).index(name):
+            raise ConfigError(f"pipeline.{name}.init_from={stage.init_from}: not an earlier stage")
+        overrides.append(f"task.init_from={run_dir / stage.init_from}")
+    return overrides
+
+
+def shared_overrides() -> list[str]:
+    """The pipeline command's own overrides, minus those that choose the pipeline itself."""
+    return [o for o in hydra_overrides()
+            if not o.lstrip("+~").startswith(("experiment=", "pipeline.", "experiment_name=", "hydra.",
+                                               "resume_in_place="))]
+
+
+def check_stages(cfg: DictConfig, run_dir: Path, shared: list[str]) -> dict[str, list[str]]:
+    """Each stage's overrides, after composing and validating its config (a typo stops the pipeline
+    before any stage runs)."""
+    from hydra import compose
+
+    from .placement import check_combination
+
+    stages = {}
+    for name in cfg.pipeline:
+        overrides = stage_overrides(cfg, name, run_dir, shared)
+        try:
+            stage_cfg = compose("config", overrides=[*overrides, f"paths.run_dir={run_dir / name}"])
+        except Exception as err:  # Hydra's composition errors name the override
+            raise ConfigError(f"pipeline.{name}: {err}") from None
+        try:
+            validate_config(stage_cfg)
+            check_combination(stage_cfg)
+        except ConfigError as err:
+            raise ConfigError(f"pipeline.{name}: {err}") from None
+        stages[name] = overrides
+    return stages
+
+
+def run_pipeline(cfg: DictConfig) -> float | None:
+    run_dir = Path(cfg.paths.run_dir)
+    stages = check_stages(cfg, run_dir, shared_overrides())
+    results = {}
+    for name, overrides in stages.items():
+        stage_dir = run_dir / name
+        previous = read_run_info(stage_dir)
+        if previous and previous.get("status") == "finished":
+            print(f"pipeline: {name} finished earlier, skipped ({stage_dir})")
+        else:
+            print(f"pipeline: {name}: python -m bert_exp {' '.join(overrides)}", flush=True)
+            code = subprocess.call([sys.executable, "-m", "bert_exp", *overrides, f"hydra.run.dir={stage_dir}"])
+            if code != 0:
+                print(f"error: pipeline stage {name} failed (exit code {code}); see {stage_dir}. Re-run with "
+                      f"hydra.run.dir={run_dir}: finished stages are skipped, an interrupted one continues "
+                      "from its last.ckpt", file=sys.stderr)
+                sys.exit(code)
+        info = read_run_info(stage_dir) or {}
+        results[name] = {"run_dir": str(stage_dir), "status": info.get("status"), "monitor": info.get("monitor"),
+                         "value": (info.get("metrics") or {}).get(info.get("monitor"))}
+    (run_dir / "pipeline.json").write_text(json.dumps(results, indent=2))
+    for name, result in results.items():
+        print(f"pipeline: {name:10s} {result['monitor']} = {result['value']}")
+    last = results[list(results)[-1]]
+    return last["value"]

@@ -1,0 +1,109 @@
+"""Where a run executes: processes, per-device batch, accumulation, and the combinations that cannot work.
+
+The config states the global batch (what the optimizer sees). The per-device batch and the gradient
+accumulation follow from it and the hardware: with ``device_batch_size`` set (the most one device
+holds), accumulation = global / (world size x device batch); without it, accumulation is
+``trainer.accumulate_grad_batches`` and the device batch = global / (world size x accumulation).
+Every check here runs before any data is read or any process is started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from omegaconf import DictConfig, ListConfig
+
+from .validation import ConfigError
+
+PRECISIONS = ("32-true", "32", "64-true", "bf16-mixed", "bf16-true", "16-mixed", "16-true", "transformer-engine")
+
+
+@dataclass(frozen=True)
+class Placement:
+    world_size: int
+    device_batch_size: int
+    accumulate_grad_batches: int
+
+
+def world_size(trainer_cfg: DictConfig, cuda_devices: int | None = None) -> int:
+    devices = trainer_cfg.get("devices", 1)
+    if isinstance(devices, (list, ListConfig)):
+        count = len(devices)
+    elif isinstance(devices, int) and devices > 0:
+        count = devices
+    elif str(devices) in ("auto", "-1") and trainer_cfg.get("accelerator") in ("gpu", "cuda"):
+        count = max(torch.cuda.device_count() if cuda_devices is None else cuda_devices, 1)
+    elif str(devices) in ("auto", "-1") and trainer_cfg.get("accelerator") == "tpu":
+        count = 8  # one TPU host: v2-8 ... v4-8
+    else:
+        count = 1
+    return count * int(trainer_cfg.get("num_nodes", 1))
+
+
+def per_device_batch_size(global_batch_size: int, world: int, accumulate: int) -> int:
+    """The global batch is what the config states; per-device batch = global / (world x accumulation)."""
+    if global_batch_size % (world * accumulate):
+        raise ConfigError(
+            f"global_batch_size={global_batch_size} is not divisible by world size {world} x "
+            f"trainer.accumulate_grad_batches={accumulate}"
+        )
+    return global_batch_size // (world * accumulate)
+
+
+def derive_placement(cfg: DictConfig, cuda_devices: int | None = None) -> Placement:
+    world = world_size(cfg.trainer, cuda_devices)
+    device_batch = cfg.get("device_batch_size")
+    if device_batch:
+        if cfg.global_batch_size % (world * device_batch):
+            raise ConfigError(
+                f"global_batch_size={cfg.global_batch_size} is not divisible by world size {world} x "
+                f"device_batch_size={device_batch}"
+            )
+        accumulate = cfg.global_batch_size // (world * device_batch)
+        return Placement(world, device_batch, accumulate)
+    accumulate = int(cfg.trainer.get("accumulate_grad_batches", 1))
+    return Placement(world, per_device_batch_size(cfg.global_batch_size, world, accumulate), accumulate)
+
+
+def _strategy_name(trainer_cfg: DictConfig) -> str:
+    strategy = trainer_cfg.get("strategy", "auto")
+    if isinstance(strategy, DictConfig):
+        return str(strategy.get("_target_", "")).rsplit(".", 1)[-1].lower()
+    return str(strategy).lower()
+
+
+def check_combination(cfg: DictConfig, cuda_devices: int | None = None) -> None:
+    """Raises ConfigError for a combination that cannot run, naming the keys to change."""
+    trainer = cfg.trainer
+    accelerator = str(trainer.get("accelerator", "auto"))
+    precision = str(trainer.get("precision", "32-true"))
+    strategy = _strategy_name(trainer)
+    cuda = torch.cuda.device_count() if cuda_devices is None else cuda_devices
+    problems = []
+    if precision not in PRECISIONS:
+        problems.append(f"precision={precision!r}: expected one of {', '.join(PRECISIONS)}")
+    if accelerator == "cpu" and precision.startswith("16"):
+        problems.append(f"precision={precision} needs a GPU (fp16 with loss scaling); on CPU use bf16-mixed or "
+                        "32-true")
+    if accelerator in ("gpu", "cuda") and cuda == 0:
+        problems.append(f"trainer.accelerator={accelerator}: no CUDA device here; choose hardware=cpu or ddp_cpu")
+    if accelerator == "tpu":
+        if not cfg.data.get("pad_to_max_length", False):
+            problems.append("hardware=tpu needs static shapes: set data.pad_to_max_length=true (XLA compiles "
+                            "one graph per shape; masked positions are always max_predictions_per_seq)")
+        if precision.endswith("-mixed"):
+            problems.append(f"precision={precision}: XLA takes 32-true, bf16-true or 16-true")
+        if cfg.optim.optimizer.get("fused"):
+            problems.append("optim.optimizer.fused=true: fused AdamW has no XLA kernel; set it to false")
+    if "fsdp" in strategy and accelerator not in ("gpu", "cuda"):
+        problems.append(f"trainer.strategy={strategy} shards over CUDA devices; on CPU use hardware=ddp_cpu")
+    if int(trainer.get("num_nodes", 1)) > 1 and not any(s in strategy for s in ("ddp", "fsdp", "deepspeed")):
+        problems.append(f"trainer.num_nodes={trainer.num_nodes} needs a distributed strategy (hardware=ddp_multinode)")
+    if (precision == "16-mixed" and cfg.optim.optimizer.get("fused") and trainer.get("gradient_clip_val")):
+        problems.append("precision=16-mixed with optim.optimizer.fused=true cannot clip gradients "
+                        "(trainer.gradient_clip_val): the fused step unscales them itself. Set "
+                        "optim.optimizer.fused=false, or use bf16-mixed")
+    if problems:
+        raise ConfigError("impossible combination:\n  " + "\n  ".join(problems))
+    derive_placement(cfg, cuda_devices)

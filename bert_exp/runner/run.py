@@ -1,0 +1,297 @@
+"""The one place that reads the whole config: builds data, model, task module and trainer, fits, and
+writes ``run.json``. Callable from tests with a composed config (no command line needed)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.warnings import PossibleUserWarning
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from .callbacks import TokenThroughput
+from .checkpoint_io import AtomicCheckpointIO
+from .validation import validate_config
+from .config_tree import show_config
+from ..data.tokenizer import vocab_list
+from ..tools.info import package_versions
+from .run_dir import (
+    JobDirectory,
+    hydra_overrides,
+    is_multirun,
+    original_run_info,
+    prepare_ddp_children,
+    sweep_job_environment,
+)
+from .ranks import is_global_rank_zero
+from ..model import num_parameters
+from ..tasks.checkpoints import lightning_checkpoint_path, load_checkpoint
+from .placement import check_combination, derive_placement
+
+log = logging.getLogger(__name__)
+
+
+def _log_through_hydra() -> None:
+    """Lightning gives its loggers a console handler of their own when imported before logging is
+    configured; under Hydra that prints every line twice. Let them propagate to Hydra's handlers."""
+    if logging.getLogger().handlers:
+        for name in ("lightning", "lightning.pytorch", "lightning.fabric", "torchmetrics"):
+            logging.getLogger(name).handlers.clear()
+            logging.getLogger(name).propagate = True
+
+
+def _silence_false_alarms() -> None:
+    """Two Lightning warnings that do not apply here: our DataModules resume mid-epoch themselves (the
+    position is in the checkpoint: bert_exp/data/sampling.py), and values logged at the end of an
+    evaluation come from torchmetrics' compute(), which has already synced them across processes."""
+    for message in ("You're resuming from a checkpoint that ended before the epoch ended",
+                    "It is recommended to use `self.log"):
+        warnings.filterwarnings("ignore", message=re.escape(message), category=PossibleUserWarning)
+
+
+def git_commit() -> dict | None:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip() != ""
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _number(value):
+    if isinstance(value, torch.Tensor):
+        value = value.item()
+    return float(value) if isinstance(value, (int, float)) else value
+
+
+def fetch_inputs(datamodule) -> None:
+    """Fetches missing catalog data sets (data.download), or stops naming each missing file and the command
+    that fetches it. One process per node (or per job, as Lightning's ``prepare_data_per_node`` says)
+    downloads; the others wait for the files."""
+    from ..datasets.download import require_inputs
+
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    rank = local if datamodule.prepare_data_per_node else int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+    require_inputs(datamodule.required_inputs(), datamodule.download, wait=rank != 0)
+
+
+def build_task_module(cfg: DictConfig, datamodule, vocab: list[str], init=None):
+    """The task's LightningModule; with ``init`` (a loaded checkpoint) its weights start from it."""
+    special = datamodule.special_ids
+    model_config = instantiate(cfg.model, vocab_size=datamodule.vocab_size, pad_token_id=special.pad)
+    make_module = instantiate(cfg.task.module, _partial_=True)
+    module = make_module(
+        model_config=model_config,
+        optimizer=instantiate(cfg.optim.optimizer),
+        scheduler=instantiate(cfg.optim.scheduler),
+        no_decay=list(cfg.optim.no_decay),
+        vocab=vocab,
+        lowercase=datamodule.lowercase,
+    )
+    if init is not None:
+        module.initialise_from(init)
+    if hasattr(module, "use_evaluator"):  # question answering: the validation questions and their scoring
+        module.use_evaluator(datamodule.evaluator)
+    return module
+
+
+def run(cfg: DictConfig) -> float | None:
+    """Trains as configured; returns the task's monitored metric (for sweepers). Three flows: a job
+    already finished is skipped; an interrupted one resumes from its last checkpoint; else a fresh run."""
+    with sweep_job_environment():
+        placement = check_before_work(cfg)
+        job = open_job(cfg, placement)
+        if job.finished is not None:
+            print(f"skipping a finished job: {cfg.paths.run_dir}")
+            return job.finished.get("metrics", {}).get(cfg.task.monitor)
+        init = load_checkpoint(cfg.task.init_from) if cfg.task.get("init_from") else None
+        L.seed_everything(cfg.seed, workers=True)
+        datamodule = build_data(cfg, placement, init)
+        vocab = vocab_list(datamodule.tokenizer)
+        module = build_task_module(cfg, datamodule, vocab, init)
+        trainer, loggers, throughput = build_trainer(cfg, placement)
+        record = RunRecord.start(cfg, job, trainer, datamodule, module, init, loggers)
+        return fit(cfg, trainer, module, datamodule, job.ckpt_path, record, throughput, loggers)
+
+
+def check_before_work(cfg: DictConfig):
+    """Every check that needs no data: keys, types, ranges, combinations; then where the run executes."""
+    validate_config(cfg)
+    check_combination(cfg)
+    placement = derive_placement(cfg)
+    _log_through_hydra()
+    _silence_false_alarms()
+    return placement
+
+
+def open_job(cfg: DictConfig, placement) -> JobDirectory:
+    """The run directory: fresh, resumed in place (a re-run sweep job or pipeline stage), or finished;
+    the checkpoint to resume from and the W&B run id to continue."""
+    run_dir = Path(cfg.paths.run_dir)
+    overrides = hydra_overrides()
+    ckpt_path = lightning_checkpoint_path(cfg.ckpt_path) if cfg.ckpt_path else None
+    # DDP's other processes re-run this command in this directory (Lightning's launcher, torchrun, SLURM,
+    # or by hand on each node with NODE_RANK set)
+    first_process = is_global_rank_zero()
+    job = JobDirectory.inspect(run_dir, overrides, is_multirun() or cfg.resume_in_place) if first_process else JobDirectory()
+    job.run_dir, job.overrides = run_dir, overrides
+    if job.finished is not None:
+        return job
+    job.ckpt_path = ckpt_path or job.resume_from
+    # a resumed run continues its W&B run; a sweep job resumed in place keeps its own
+    earlier = job.previous or original_run_info(job.ckpt_path) or {}
+    wandb_id = earlier.get("wandb_id") if job.ckpt_path else None
+    # (a W&B sweep agent names the run it started the job for)
+    job.wandb_id = wandb_id or (job.previous or {}).get("wandb_id") or os.environ.get("WANDB_RUN_ID") or new_run_id()
+    if "wandb" in cfg.logger:
+        with open_dict(cfg):
+            cfg.logger.wandb.id = job.wandb_id
+    if first_process:
+        show_config(cfg, save_to=run_dir / "config_tree.txt")
+        prepare_ddp_children(run_dir, job.ckpt_path, placement.world_size)
+    return job
+
+
+def build_data(cfg: DictConfig, placement, init=None):
+    """The DataModule, its inputs present (fetched when the catalog has them), tokenizing with the
+    vocabulary the starting weights were trained with."""
+    datamodule = instantiate(cfg.data, batch_size=placement.device_batch_size)
+    fetch_inputs(datamodule)
+    if init is not None and init.vocab:
+        datamodule.use_vocabulary(init.vocab, init.lowercase)
+    return datamodule
+
+
+def build_trainer(cfg: DictConfig, placement):
+    throughput = TokenThroughput()
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [throughput]
+    loggers = [instantiate(c) for c in cfg.logger.values() if c]
+    extra = {"accumulate_grad_batches": placement.accumulate_grad_batches}
+    if cfg.trainer.get("accelerator") != "tpu" and not cfg.trainer.get("plugins"):
+        extra["plugins"] = [AtomicCheckpointIO()]  # XLA brings its own
+    trainer = instantiate(cfg.trainer, _partial_=True)(
+        logger=loggers or False, callbacks=callbacks, default_root_dir=str(cfg.paths.run_dir), **extra
+    )
+    return trainer, loggers, throughput
+
+
+class RunRecord:
+    """``run.json``: written when the run starts (status ``running``) and again when it ends."""
+
+    def __init__(self, run_dir: Path, info: dict, write: bool):
+        self.run_dir, self.info, self.write = run_dir, info, write
+        self.started = time.time()
+
+    @classmethod
+    def start(cls, cfg, job, trainer, datamodule, module, init, loggers) -> RunRecord:
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+        info = {
+            "status": "running",
+            "run_dir": str(job.run_dir),
+            "task": cfg.task.name,
+            "experiment": cfg.experiment_name,
+            "overrides": job.overrides,
+            "wandb_id": job.wandb_id,
+            "started_at": datetime.now(timezone.utc).isoformat(),
+            "git": git_commit(),
+            "versions": package_versions(),
+            "host": {"machine": platform.machine(), "cpus": os.cpu_count(),
+                     "accelerator": type(trainer.accelerator).__name__, "world_size": trainer.world_size,
+                     "device_batch_size": datamodule.batch_size,
+                     "accumulate_grad_batches": trainer.accumulate_grad_batches},
+            "data_checksums": datamodule.data_checksums,
+            "num_parameters": num_parameters(module.model),
+            "resumed_from": str(job.ckpt_path) if job.ckpt_path else None,
+            "initialised_from": init.source if init is not None else None,
+            "monitor": cfg.task.monitor,
+            "config": resolved,
+        }
+        record = cls(job.run_dir, info, trainer.is_global_zero)
+        if record.write:
+            job.run_dir.mkdir(parents=True, exist_ok=True)
+            datamodule.save_vocab(job.run_dir)
+            (job.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+            write_run_info(job.run_dir, info)
+        for logger in loggers:
+            logger.log_hyperparams(resolved)
+        return record
+
+    def finish(self, status: str, trainer, module, throughput, metrics: dict, loggers) -> None:
+        if not self.write:
+            return
+        checkpoint = trainer.checkpoint_callback
+        self.info.update({
+            "status": status,
+            "wall_seconds": round(time.time() - self.started, 2),
+            "global_step": trainer.global_step,
+            "fresh_parameters": getattr(module, "fresh_parameters", None),
+            "throughput": {"tokens_per_sec": throughput.tokens_per_sec, "train_tokens": throughput.total_tokens,
+                           "train_seconds": round(throughput.total_seconds, 3)},
+            "best_checkpoint": getattr(checkpoint, "best_model_path", None) or None,
+            "best_score": _number(getattr(checkpoint, "best_model_score", None)),
+            "metrics": metrics,
+        })
+        write_run_info(self.run_dir, self.info)
+        finish_wandb(loggers, self.run_dir, self.info)
+        print(f"run directory: {self.run_dir}")
+
+
+def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughput, loggers) -> float | None:
+    status = "failed"
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None)
+        status = "interrupted" if trainer.interrupted else "finished"
+        if status == "finished" and module.last_validated_step != trainer.global_step and trainer.limit_val_batches:
+            # stopped between two validations: validate the final weights, so run.json reports them
+            trainer.validate(module, datamodule=datamodule, verbose=False)
+    except SIGTERMException:
+        status = "interrupted"  # CheckpointOnSigterm saved last.ckpt
+    finally:
+        metrics = {k: _number(v) for k, v in sorted(trainer.callback_metrics.items())}
+        record.finish(status, trainer, module, throughput, metrics, loggers)
+    if status == "interrupted":
+        sys.exit(128 + signal.SIGTERM)
+    return metrics.get(cfg.task.monitor)
+
+
+def write_run_info(run_dir: Path, info: dict) -> None:
+    partial = run_dir / ".run.json.partial"
+    partial.write_text(json.dumps(info, indent=2, default=str))
+    partial.replace(run_dir / "run.json")
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def finish_wandb(loggers, run_dir: Path, info: dict) -> None:
+    """Logs run.json with the W&B run and finishes it, so each job of a sweep is a run of its own."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    for logger in loggers:
+        if isinstance(logger, WandbLogger) and logger._experiment is not None:
+            experiment = logger.experiment
+            experiment.summary.update({"status": info["status"], "global_step": info["global_step"],
+                                       "run_dir": str(run_dir)})
+            copy = shutil.copy(run_dir / "run.json", experiment.dir)  # the run's files folder, synced with it
+            experiment.save(copy, base_path=experiment.dir, policy="now")
+            experiment.finish()

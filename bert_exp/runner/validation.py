@@ -1,0 +1,145 @@
+"""Finding the config tree, and checking a composed config before any work is done.
+
+Hydra already rejects an override of a key that does not exist. This adds the rest: a required value
+left as ``???``, a key that the ``_target_`` it configures does not accept (a typo), and a value of
+the wrong type for the target's annotated parameter. Each error names the full key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import types
+import typing
+
+from hydra.utils import get_object
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+
+from ..errors import UserError
+
+class ConfigError(UserError, ValueError):
+    """A config mistake; the message names the key."""
+
+
+def _matches(value, annotation) -> bool:
+    if annotation is inspect.Parameter.empty or annotation is typing.Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, arg) for arg in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if value is None:
+        return False
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation in (str, bool):
+        return isinstance(value, annotation)
+    if origin is typing.Literal:
+        return value in typing.get_args(annotation)
+    if origin in (list, tuple) or annotation in (list, tuple):
+        return isinstance(value, (list, tuple, ListConfig))
+    if origin is dict or annotation is dict:
+        return isinstance(value, (dict, DictConfig))
+    if inspect.isclass(annotation):  # a config value (a primitive) cannot be, e.g., a Tensor
+        return isinstance(value, annotation)
+    return True  # callables, type variables...: left to the target itself
+
+
+def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
+    target_name = node.get("_target_")
+    try:
+        target = get_object(target_name)
+    except Exception:
+        errors.append(f"{key}._target_: cannot import {target_name!r}")
+        return
+    init = target.__init__ if inspect.isclass(target) else target
+    try:
+        signature = inspect.signature(init)
+    except (TypeError, ValueError):
+        return
+    try:
+        hints = typing.get_type_hints(init)
+    except Exception:  # unresolvable forward references: use the annotations that are objects
+        hints = {n: p.annotation for n, p in signature.parameters.items() if not isinstance(p.annotation, str)}
+    params = signature.parameters
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    for name in node:
+        if name.startswith("_") and name.endswith("_"):
+            continue
+        full = f"{key}.{name}" if key else name
+        if name not in params:
+            if not accepts_any:
+                close = difflib.get_close_matches(name, list(params), n=1)
+                hint = f"; did you mean {key}.{close[0]}?" if close else ""
+                errors.append(f"{full}: unknown key (not a parameter of {target_name}){hint}")
+            continue
+        value = OmegaConf.select(node, name)  # resolved
+        if isinstance(value, DictConfig) and "_target_" in value:
+            continue
+        expected = hints.get(name, inspect.Parameter.empty)
+        if not _matches(value, expected):
+            errors.append(f"{full}={value!r}: wrong type, {target_name} expects {expected}")
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Raises ConfigError naming every offending key, before any work is done."""
+    try:
+        OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as err:
+        raise ConfigError(f"{err.full_key}: required value is missing (set it on the command line)") from None
+    except InterpolationResolutionError as err:
+        # OmegaConf wraps a resolver's exception in a one-line summary: keep the resolver's words
+        message = str(err).splitlines()[0].split("raised while resolving interpolation: ", 1)[-1]
+        raise ConfigError(message if message.startswith(err.full_key) else f"{err.full_key}: {message}") from None
+    errors: list[str] = []
+
+    def walk(node, key: str) -> None:
+        if isinstance(node, DictConfig):
+            if "_target_" in node:
+                _check_target(node, key, errors)
+            for name in node:
+                walk(node._get_node(name), f"{key}.{name}" if key else str(name))
+        elif isinstance(node, ListConfig):
+            for i, item in enumerate(node):
+                walk(item, f"{key}[{i}]")
+
+    walk(cfg, "")
+    errors += value_problems(cfg)
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+
+
+def _select(cfg: DictConfig, key: str):
+    """The configured value, else the default of the parameter in the ``_target_`` it configures."""
+    value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+    if value is not None or "." not in key:
+        return value
+    parent, name = key.rsplit(".", 1)
+    target = OmegaConf.select(cfg, f"{parent}._target_", default=None)
+    try:
+        parameter = inspect.signature(get_object(target)).parameters.get(name) if target else None
+    except Exception:  # noqa: BLE001  an unimportable target is reported by the key checks
+        return None
+    return None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
+
+
+def value_problems(cfg: DictConfig) -> list[str]:
+    """Values of the right type that still cannot work, each naming its key (and the one it clashes with)."""
+    problems = []
+    seq, positions = _select(cfg, "data.max_seq_length"), _select(cfg, "model.max_position_embeddings")
+    if isinstance(seq, int) and isinstance(positions, int) and seq > positions:
+        problems.append(f"data.max_seq_length={seq} is larger than model.max_position_embeddings={positions}: "
+                        "the model has no position embedding beyond that; lower data.max_seq_length")
+    for key in ("global_batch_size", "device_batch_size", "data.batch_size", "data.eval_batch_size",
+                "trainer.accumulate_grad_batches"):
+        value = _select(cfg, key)
+        if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+            problems.append(f"{key}={value}: must be a positive number")
+    lr = _select(cfg, "optim.optimizer.lr")
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr <= 0:
+        problems.append(f"optim.optimizer.lr={lr}: the learning rate must be positive")
+    return problems

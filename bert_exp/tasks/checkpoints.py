@@ -1,0 +1,70 @@
+"""Our Lightning ``.ckpt`` files, read next to the code that writes them (BertTask.on_save_checkpoint):
+the model config, the head the task recorded, the vocabulary and the weights, as one
+:class:`~bert_exp.model.hf.Checkpoint`. :func:`load_checkpoint` also takes a HuggingFace directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..model.config import BertConfig
+from ..model.hf import Checkpoint, CheckpointError, load_hf_directory
+
+# what checkpoints written before the head was recorded said instead (task class names then)
+LEGACY_TASK_HEADS = {"PretrainingModule": "pretraining", "ClassificationModule": "classification",
+                     "QuestionAnsweringModule": "question_answering"}
+
+
+def checkpoint_metadata(task) -> dict:
+    """What a .ckpt carries besides Lightning's state: enough to rebuild and export the model alone."""
+    meta = {"bert_config": task.config.to_dict(), "head": task.head,
+            "num_labels": getattr(task.model, "num_labels", None), "lowercase": task.lowercase}
+    if task.vocab is not None:
+        meta["vocab"] = task.vocab
+    return meta
+
+
+def read_lightning_checkpoint(path: Path) -> dict:
+    """The raw dict, or one error naming the file (truncated, random or empty files included)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as first:  # noqa: BLE001  older Lightning state we wrote ourselves: trusted
+        try:
+            return torch.load(path, map_location="cpu", weights_only=False)
+        except Exception:  # noqa: BLE001
+            raise CheckpointError(f"{path}: not a readable checkpoint ({type(first).__name__}: "
+                                  f"{str(first).splitlines()[0] if str(first) else 'unreadable'}); "
+                                  "it may be truncated or not a .ckpt file") from None
+
+
+def load_lightning(path: Path) -> Checkpoint:
+    ckpt = read_lightning_checkpoint(path)
+    if not isinstance(ckpt, dict) or "bert_config" not in ckpt:
+        raise CheckpointError(f"{path} is not a bert_exp checkpoint (no bert_config)")
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    head = ckpt["head"] if "head" in ckpt else LEGACY_TASK_HEADS.get(ckpt.get("task"))
+    return Checkpoint(BertConfig.from_dict(ckpt["bert_config"]), state, ckpt.get("vocab"), ckpt.get("lowercase", True),
+                      head, ckpt.get("num_labels"), str(path), {"global_step": ckpt.get("global_step")})
+
+
+def lightning_checkpoint_path(path: str | Path) -> Path:
+    """A ``.ckpt`` file of ours, or a run directory's ``checkpoints/last.ckpt``."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        last = path / "checkpoints" / "last.ckpt"
+        if not last.is_file():
+            raise CheckpointError(f"{path} is neither a HuggingFace directory (config.json) nor a run "
+                                  f"directory (checkpoints/last.ckpt)")
+        return last
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    return path
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """A HuggingFace BERT directory, an exported directory, a run directory or a ``.ckpt`` file."""
+    path = Path(path).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return load_hf_directory(path)
+    return load_lightning(lightning_checkpoint_path(path))

@@ -1,0 +1,1 @@
+"""Command-line tools around runs: export, report, sweep summaries, info and the benchmark."""

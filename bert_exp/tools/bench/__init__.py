@@ -1,0 +1,1 @@
+"""Speed benchmarks against transformers: `python -m bert_exp.bench`."""

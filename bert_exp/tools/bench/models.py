@@ -1,0 +1,44 @@
+"""Builds the two sides of a model benchmark from a spec: task, size (a ``conf/model`` name), batch,
+sequence length, precision, device."""
+
+from __future__ import annotations
+
+import torch
+from omegaconf import OmegaConf
+
+from ...resources import resource_dir
+from ...model import BertConfig
+from .steps import (
+    build_ours,
+    build_reference,
+    loss_ours,
+    loss_reference,
+    make_step,
+    random_batch,
+)
+
+
+def model_config(size: str) -> BertConfig:
+    path = resource_dir("conf") / "model" / f"{size}.yaml"
+    if not path.is_file():
+        sizes = sorted(p.stem for p in path.parent.glob("*.yaml"))
+        raise SystemExit(f"error: no model size {size!r} (conf/model has {', '.join(sizes)})")
+    values = OmegaConf.to_container(OmegaConf.load(path))
+    values.pop("_target_", None)
+    return BertConfig(**values)
+
+
+def make_steps(spec: dict, impls=("ours", "transformers")) -> dict:
+    """{impl: step} for the requested sides, on one batch; the reference holds a copy of our weights.
+    A side not requested is not kept (the memory run measures one side alone)."""
+    config = model_config(spec["size"])
+    device = torch.device(spec["device"])
+    torch.manual_seed(spec.get("seed", 0))
+    ours = build_ours(spec["task"], config)
+    models = {"ours": (ours, loss_ours)}
+    if "transformers" in impls:
+        models["transformers"] = (build_reference(spec["task"], config, ours), loss_reference)
+    predictions = spec.get("max_predictions", max(1, round(spec["seq"] * 0.15)))
+    batch = random_batch(config, spec["batch"], spec["seq"], predictions).to(device)
+    fused = spec.get("fused", True)
+    return {impl: make_step(spec["task"], *models[impl], batch, spec["precision"], device, fused) for impl in impls}

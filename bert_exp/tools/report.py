@@ -1,0 +1,195 @@
+"""``python -m bert_exp.report RUN_OR_SWEEP_DIR``: PNG plots and a Markdown summary, offline, from the
+run logs (``logs/metrics.csv``, ``run.json``), written to ``DIR/report/``.
+
+- a run: its training and validation curves, and its final metrics;
+- a sweep (a directory of job directories): the summary table, the monitored metric against each swept
+  parameter, and every job's validation curve;
+- a pipeline: a report for each stage, and an index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from ..errors import UserError  # noqa: E402
+from .sweep import job_dirs, summarize, write_summary  # noqa: E402
+
+
+def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """metric -> [(step, value)] from the CSV logger; a step logged twice (a run resumed in place
+    repeats the steps after its last checkpoint) keeps its last value."""
+    path = run_dir / "logs" / "metrics.csv"
+    if not path.is_file():
+        raise UserError(f"{path} does not exist: the report reads the CSV logger's file (logger=default or csv)")
+    curves: dict[str, dict[int, float]] = defaultdict(dict)
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            step = int(row["step"])
+            for key, value in row.items():
+                if key not in ("step", "epoch") and value not in ("", None):
+                    curves[key][step] = float(value)
+    return {key: sorted(points.items()) for key, points in curves.items()}
+
+
+def _plot(curves: dict[str, list], keys: list[str], title: str, path: Path) -> Path | None:
+    keys = [k for k in keys if curves.get(k)]
+    if not keys:
+        return None
+    fig, axes = plt.subplots(len(keys), 1, figsize=(7, 2.4 * len(keys)), squeeze=False, sharex=True)
+    for ax, key in zip(axes[:, 0], keys):
+        steps, values = zip(*curves[key])
+        ax.plot(steps, values, marker="o" if len(steps) < 30 else None, markersize=3)
+        ax.set_ylabel(key, fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("step")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _fmt(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def run_report(run_dir: Path, out: Path) -> Path:
+    info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    curves = read_curves(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    train_keys = sorted(k for k in curves if k.startswith("train/") or k == "lr")
+    val_keys = sorted(k for k in curves if k.startswith("val/"))
+    images = [p for p in (_plot(curves, train_keys, f"{info.get('experiment', run_dir.name)}: training", out / "train.png"),
+                          _plot(curves, val_keys, f"{info.get('experiment', run_dir.name)}: validation", out / "val.png"))
+              if p is not None]
+    lines = [f"# {info.get('experiment', run_dir.name)} ({info.get('task', '?')})", "",
+             f"- run directory: `{run_dir}`", f"- status: {info.get('status', '?')}, step {info.get('global_step', '?')}",
+             f"- monitored: {info.get('monitor')} = {_fmt((info.get('metrics') or {}).get(info.get('monitor')))}"]
+    if info.get("throughput", {}).get("tokens_per_sec"):
+        lines.append(f"- throughput: {info['throughput']['tokens_per_sec']:.0f} tokens/s")
+    if info.get("overrides"):
+        lines.append(f"- overrides: `{' '.join(info['overrides'])}`")
+    lines += ["", "| metric | final |", "|---|---|"]
+    lines += [f"| {k} | {_fmt(v)} |" for k, v in sorted((info.get("metrics") or {}).items())]
+    lines += ["", *(f"![{p.stem}]({p.name})" for p in images)]
+    markdown = out / "report.md"
+    markdown.write_text("\n".join(lines) + "\n")
+    return markdown
+
+
+def _numeric(value: str):
+    try:
+        return float(value)
+    except ValueError:
+        return value
+
+
+def _job_labels(runs: list[dict]) -> list[str]:
+    """Each job's overrides that differ between jobs (seed included), e.g. ``optim.optimizer.lr=1e-3 seed=2``."""
+    overrides = [[o for o in run.get("overrides", []) if not o.startswith("hydra.")] for run in runs]
+    varying = {o for job in overrides for o in job if sum(o in other for other in overrides) < len(overrides)}
+    return [" ".join(o for o in job if o in varying) for job in overrides]
+
+
+def sweep_report(sweep_dir: Path, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    directories = job_dirs(sweep_dir)
+    runs = [json.loads((d / "run.json").read_text()) for d in directories]
+    swept, rows = summarize(runs)
+    write_summary(sweep_dir)
+    monitor = rows[0]["monitor"]
+    images = []
+    for key in swept:  # the metric of every finished job against this parameter, mean per value
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        points = [(_numeric(row[key]), value) for row in rows for value in row["values"]]
+        means = sorted((_numeric(row[key]), row["mean"]) for row in rows if row["mean"] is not None)
+        if points:
+            ax.scatter(*zip(*points), alpha=0.6, label="jobs")
+        if means:
+            ax.plot(*zip(*means), color="black", marker="s", label="mean")
+        if means and all(isinstance(x, float) and x > 0 for x, _ in means) and max(x for x, _ in means) / min(x for x, _ in means) > 10:
+            ax.set_xscale("log")
+        ax.set_xlabel(key)
+        ax.set_ylabel(monitor)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        path = out / f"sweep_{key.replace('/', '_')}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        images.append(path)
+    fig, ax = plt.subplots(figsize=(7, 4))  # every job's validation curve of the monitored metric
+    for job_dir, label in zip(directories, _job_labels(runs)):
+        try:
+            curve = read_curves(job_dir).get(monitor)
+        except UserError:
+            continue
+        if curve:
+            ax.plot(*zip(*curve), marker="o", markersize=3, label=f"{job_dir.name}: {label}" if label else job_dir.name)
+    ax.set_xlabel("step")
+    ax.set_ylabel(monitor)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "val_curves.png", dpi=100)
+    plt.close(fig)
+    images.append(out / "val_curves.png")
+    lines = [(sweep_dir / "summary.md").read_text(), *(f"![{p.stem}]({p.name})" for p in images)]
+    markdown = out / "report.md"
+    markdown.write_text("\n".join(lines) + "\n")
+    return markdown
+
+
+def pipeline_report(run_dir: Path, out: Path) -> Path:
+    stages = json.loads((run_dir / "pipeline.json").read_text())
+    lines = [f"# Pipeline {run_dir}", "", "| stage | status | monitored | value |", "|---|---|---|---|"]
+    for name, stage in stages.items():
+        stage_dir = Path(stage["run_dir"])
+        if (stage_dir / "logs" / "metrics.csv").is_file():
+            run_report(stage_dir, stage_dir / "report")
+            name = f"[{name}]({Path('..', name, 'report', 'report.md')})"
+        lines.append(f"| {name} | {stage['status']} | {stage['monitor']} | {_fmt(stage['value'])} |")
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = out / "report.md"
+    markdown.write_text("\n".join(lines) + "\n")
+    return markdown
+
+
+def report(directory: Path) -> Path:
+    directory = Path(directory)
+    out = directory / "report"
+    if (directory / "pipeline.json").is_file():
+        return pipeline_report(directory, out)
+    if (directory / "run.json").is_file() or (directory / "logs" / "metrics.csv").is_file():
+        return run_report(directory, out)
+    if any(directory.glob("*/run.json")):
+        return sweep_report(directory, out)
+    raise UserError(f"{directory}: neither a run directory (run.json), a sweep directory (*/run.json) nor a "
+                    "pipeline (pipeline.json)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bert_exp.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("directory", type=Path, help="a run, sweep or pipeline directory")
+    args = parser.parse_args(argv)
+    try:
+        markdown = report(args.directory)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"report: {markdown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

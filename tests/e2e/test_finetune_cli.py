@@ -1,0 +1,76 @@
+"""Fine-tuning end to end through the CLI on CPU: CoLA and a small SQuAD slice from the real
+all-MiniLM-L6-v2 checkpoint, each beating chance; the CoLA run exported to transformers."""
+
+import json
+
+import pytest
+import torch
+import transformers
+
+from bert_exp.tools.export import main as export_main
+from bert_exp.tasks.checkpoints import load_checkpoint
+from helpers import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def env(data_dir, cache_dir):
+    return {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(cache_dir)}
+
+
+@pytest.fixture(scope="module")
+def cola_run(env, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("cola") / "run"
+    # a short schedule: 300 steps (bf16 on CPU) with a larger rate than the paper's 2e-5, which needs
+    # 2-3 epochs to leave the majority-class solution
+    result = run_cli(["+experiment=cola_minilm", "trainer.max_steps=300", "+trainer.val_check_interval=300",
+                      "+trainer.check_val_every_n_epoch=null", "optim.optimizer.lr=1e-4",
+                      "optim.scheduler.warmup_ratio=0.0", "precision=bf16-mixed", "logger=csv",
+                      f"hydra.run.dir={run_dir}"], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir
+
+
+def test_cola_minilm_beats_chance(cola_run):
+    info = json.loads((cola_run / "run.json").read_text())
+    metrics = info["metrics"]
+    assert metrics["val/mcc"] == metrics["val/in_domain_dev/mcc"]
+    assert metrics["val/in_domain_dev/mcc"] > 0.1  # chance (or always "acceptable") is 0
+    assert "val/out_of_domain_dev/mcc" in metrics and "val/out_of_domain_dev/acc" in metrics
+    assert info["fresh_parameters"] == ["classifier.weight", "classifier.bias"]
+    assert info["initialised_from"].endswith("model")
+
+
+def test_cola_run_exports_to_transformers(cola_run, tmp_path):
+    out = tmp_path / "hf"
+    assert export_main([str(cola_run), str(out)]) == 0
+    theirs, info = transformers.BertForSequenceClassification.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    ours = load_checkpoint(cola_run)
+    assert ours.head == "classification" and ours.num_labels == 2
+    from bert_exp.model import BertForSequenceClassification
+    model = BertForSequenceClassification(ours.config, 2).eval()
+    model.load_state_dict(ours.state_dict)
+    tok = transformers.BertTokenizerFast.from_pretrained(out)
+    batch = tok(["The cat sat on the mat.", "Cat the mat on sat."], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        torch.testing.assert_close(model(**batch), theirs.eval()(**batch).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_squad_slice_beats_chance(env, tmp_path):
+    run_dir = tmp_path / "squad"
+    result = run_cli(["+experiment=squad_v1_minilm_local", "+data.limit_train_examples=1200",
+                      "+data.limit_val_examples=150", "data.max_seq_length=160", "data.doc_stride=64",
+                      "global_batch_size=16", "trainer.max_steps=120", "+trainer.val_check_interval=120",
+                      "+trainer.check_val_every_n_epoch=null", "optim.optimizer.lr=1e-4",
+                      "optim.scheduler.warmup_ratio=0.0", "precision=bf16-mixed", "logger=csv",
+                      f"hydra.run.dir={run_dir}"], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((run_dir / "run.json").read_text())["metrics"]
+    predictions = json.loads((run_dir / "predictions.json").read_text())
+    assert len(predictions) == 150
+    # after only 5 steps this set-up scores F1 10.7 / EM 0. After 120 steps, measured here (seed 42, the
+    # default): F1 12.2 / EM 8.0; seed 43 gave 12.1 / 8.0, and before the
+    # CPU dropout change 17.9 / 12.0 (seed 42) and 9.3 / 4.7 (seed 43): 150 questions make a noisy score.
+    assert metrics["val/exact_match"] > 5 and metrics["val/f1"] > 11, metrics

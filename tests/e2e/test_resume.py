@@ -1,0 +1,131 @@
+"""Interrupted runs resume exactly: after SIGKILL (from the last periodic checkpoint) and after
+SIGTERM (from the checkpoint written on the signal), the losses equal an uninterrupted run's, step for
+step, across an epoch boundary: data order, dynamic masks and dropout all continue."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from bert_exp.runner.run import run
+from helpers import REPO, compose_config
+
+pytestmark = pytest.mark.slow
+
+MAX_STEPS = 30
+OVERRIDES = [
+    "+experiment=pretrain_tiny", "data.files=[${paths.data_dir}/corpus/inaugural/19*.txt]",
+    "data.tokenizer.vocab_size=2000", "global_batch_size=32", f"trainer.max_steps={MAX_STEPS}",
+    "trainer.val_check_interval=10", "trainer.limit_val_batches=2", "trainer.log_every_n_steps=1",
+    "callbacks.last_checkpoint.every_n_train_steps=4", "logger=csv", "optim.scheduler.warmup_steps=5",
+]
+
+
+def losses(run_dir) -> dict[int, str]:
+    with open(run_dir / "logs" / "metrics.csv") as f:
+        return {int(r["step"]): r["train/loss"] for r in csv.DictReader(f) if r.get("train/loss")}
+
+
+def start(run_dir, env, *extra):
+    return subprocess.Popen([sys.executable, "-m", "bert_exp", *OVERRIDES, *extra, f"hydra.run.dir={run_dir}"],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_step(proc, run_dir, step: int, timeout: float = 300):
+    """Until the run has logged ``step`` (its metrics.csv is written every step)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, f"the run ended early: {proc.stderr.read()[-2000:]}"
+        path = run_dir / "logs" / "metrics.csv"
+        if path.exists() and any(s >= step for s in losses(run_dir)):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(step)
+
+
+@pytest.fixture(scope="module")
+def env(data_dir, cache_dir):
+    return {**os.environ, "BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(cache_dir), "WANDB_MODE": "offline"}
+
+
+def test_killed_and_terminated_runs_resume_exactly(env, cache_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_EXP_CACHE", str(cache_dir))
+    # the reference, uninterrupted (in this process: the same run() the CLI calls)
+    reference = tmp_path / "uninterrupted"
+    run(compose_config(OVERRIDES, run_dir=reference))
+    expected = losses(reference)
+    assert sorted(expected) == list(range(MAX_STEPS))  # Lightning logs step 0 .. 29
+
+    # SIGKILL after step 9: nothing is saved on the way out; the last checkpoint is step 8's
+    killed = tmp_path / "killed"
+    proc = start(killed, env)
+    wait_for_step(proc, killed, 9)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = torch.load(killed / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert saved["global_step"] % 4 == 0 and saved["global_step"] >= 8
+    assert json.loads((killed / "run.json").read_text())["status"] == "running"  # written at the start
+
+    # resumed, then SIGTERM: the step in flight finishes and is checkpointed
+    terminated = tmp_path / "terminated"
+    proc = start(terminated, env, f"ckpt_path={killed}")
+    wait_for_step(proc, terminated, saved["global_step"] + 5)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+    info = json.loads((terminated / "run.json").read_text())
+    assert info["status"] == "interrupted" and info["resumed_from"] == str(killed / "checkpoints" / "last.ckpt")
+    stopped = torch.load(terminated / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert stopped["global_step"] == info["global_step"] > saved["global_step"] + 5
+
+    # resumed to the end
+    finished = tmp_path / "finished"
+    run(compose_config([*OVERRIDES, f"ckpt_path={terminated}"], run_dir=finished))
+
+    resumed = {}
+    for directory in (killed, terminated, finished):  # a later run's step replaces an earlier one's
+        resumed.update(losses(directory))
+    assert sorted(resumed) == sorted(expected)
+    # Equal to float rounding. Alone, every step is bitwise equal; inside the full suite two of thirty
+    # losses once differed in the 7th digit (~1e-7 relative) with the steps after them bitwise equal
+    # again. Without the random-state restore, step 8 is off by 2e-5 and later steps by 7e-4.
+    mismatched = {s: (resumed[s], expected[s]) for s in expected
+                  if abs(float(resumed[s]) - float(expected[s])) > 1e-6 * abs(float(expected[s]))}
+    assert not mismatched, mismatched
+    assert sum(resumed[s] == expected[s] for s in expected) >= len(expected) - 3
+    # the resumed runs really did pick up mid-way, and crossed an epoch boundary
+    assert min(losses(terminated)) == saved["global_step"] and min(losses(finished)) == stopped["global_step"]
+    with open(finished / "logs" / "metrics.csv") as f:
+        epochs = {int(r["epoch"]) for r in csv.DictReader(f) if r.get("epoch")}
+    assert len(epochs) > 1 or json.loads((finished / "run.json").read_text())["global_step"] == MAX_STEPS
+
+
+def test_a_ddp_run_terminated_and_resumed_equals_an_uninterrupted_one(env, tmp_path):
+    """Two CPU processes (gloo): SIGTERM to the launching process reaches both, both stop after the same
+    step and the checkpoint holds each one's random state; the resumed run's losses (rank 0's) are
+    those of an uninterrupted run."""
+    ddp = ["hardware=ddp_cpu", "trainer.max_steps=40", "callbacks.last_checkpoint.every_n_train_steps=1000"]
+    terminated = tmp_path / "terminated"
+    proc = start(terminated, env, *ddp)
+    wait_for_step(proc, terminated, 15)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+    saved = torch.load(terminated / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert saved["global_step"] >= 15 and len(saved["random_states"]) == 2  # one per process
+
+    resumed, reference = tmp_path / "resumed", tmp_path / "reference"
+    for run_dir, extra in ((resumed, [f"ckpt_path={terminated}"]), (reference, [])):
+        proc = start(run_dir, env, *ddp, *extra)
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
+    expected = losses(reference)
+    assert sorted(expected) == list(range(40)) and min(losses(resumed)) == saved["global_step"]
+    continued = {**losses(terminated), **losses(resumed)}
+    assert sorted(continued) == sorted(expected)
+    # bitwise when run alone; the same float-rounding allowance as the single-process test above
+    assert all(abs(float(continued[s]) - float(expected[s])) <= 1e-6 * abs(float(expected[s])) for s in expected)
+    assert sum(continued[s] == expected[s] for s in expected) >= len(expected) - 3

@@ -1,0 +1,147 @@
+"""Checkpoints move both ways with HuggingFace: parity on the real all-MiniLM-L6-v2 checkpoint and
+exports that transformers loads with no missing or unexpected keys and the same logits."""
+
+import json
+import shutil
+from functools import partial
+
+import pytest
+import torch
+import transformers
+
+from bert_exp.data.tokenizer import load_vocab_file
+from bert_exp.tools.export import main as export_main
+from bert_exp.model import BertModel
+from bert_exp.model.hf import Checkpoint, CheckpointError, save_hf_directory
+from bert_exp.tasks.checkpoints import load_checkpoint
+from bert_exp.resources import minilm_dir
+from bert_exp.tasks import ClassificationModule, PretrainingModule, QuestionAnsweringModule
+
+MINILM = minilm_dir()
+SENTENCES = ["The quick brown fox jumps over the lazy dog.", "Caf\u00e9s don't open early.",
+             "A much longer sentence, with commas, numbers like 1,234 and a question?", "Short."]
+
+
+def padded_batch(tokenizer, pairs=False):
+    tokenizer.enable_padding(pad_id=0)
+    inputs = list(zip(SENTENCES, reversed(SENTENCES))) if pairs else SENTENCES
+    encodings = tokenizer.encode_batch(inputs)
+    tokenizer.no_padding()
+    as_tensor = lambda name: torch.tensor([getattr(e, name) for e in encodings])  # noqa: E731
+    batch = {"input_ids": as_tensor("ids"), "token_type_ids": as_tensor("type_ids"),
+             "attention_mask": as_tensor("attention_mask")}
+    assert (batch["attention_mask"] == 0).any()  # really padded
+    return batch
+
+
+def test_minilm_encoder_equals_transformers():
+    ckpt = load_checkpoint(MINILM)
+    assert ckpt.head is None and ckpt.config.hidden_size == 384 and len(ckpt.vocab) == 30522
+    ours = BertModel(ckpt.config).eval()
+    missing, unexpected = ours.load_state_dict({k.removeprefix("bert."): v for k, v in ckpt.state_dict.items()})
+    assert not missing and not unexpected
+    theirs = transformers.BertModel.from_pretrained(MINILM).eval()
+    batch = padded_batch(load_vocab_file(MINILM / "vocab.txt"))
+    with torch.no_grad():
+        seq, pooled = ours(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        ref = theirs(**batch)
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(seq[real], ref.last_hidden_state[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(pooled, ref.pooler_output, atol=1e-5, rtol=1e-5)
+
+
+def module_from_minilm(cls, **kw):
+    ckpt = load_checkpoint(MINILM)
+    module = cls(ckpt.config, optimizer=partial(torch.optim.AdamW, lr=1e-5), vocab=ckpt.vocab, **kw)
+    module.initialise_from(ckpt)
+    torch.manual_seed(0)
+    for name, param in module.model.named_parameters():  # the fresh head: make it non-trivial
+        if name.startswith(module.head_prefixes):
+            torch.nn.init.normal_(param, std=0.5)
+    return module.eval()
+
+
+HEADS = [
+    (PretrainingModule, {}, transformers.BertForPreTraining, "pretraining"),
+    (ClassificationModule, {"num_labels": 3}, transformers.BertForSequenceClassification, "classification"),
+    (QuestionAnsweringModule, {}, transformers.BertForQuestionAnswering, "question_answering"),
+]
+
+
+@pytest.mark.parametrize("module_cls, kwargs, hf_cls, head", HEADS, ids=[h[3] for h in HEADS])
+def test_export_loads_in_transformers_with_equal_logits(module_cls, kwargs, hf_cls, head, tmp_path):
+    module = module_from_minilm(module_cls, **kwargs)
+    assert module.fresh_parameters and all(k.startswith(module.head_prefixes) for k in module.fresh_parameters)
+    ckpt = Checkpoint(module.config, module.model.state_dict(), module.vocab, True, head, kwargs.get("num_labels"))
+    save_hf_directory(ckpt, tmp_path / "out")
+    theirs, info = hf_cls.from_pretrained(tmp_path / "out", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    theirs.eval()
+    batch = padded_batch(load_vocab_file(tmp_path / "out" / "vocab.txt"), pairs=True)
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        ref = theirs(**batch)
+        if head == "pretraining":
+            mlm, nsp = module.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+            torch.testing.assert_close(mlm[real], ref.prediction_logits[real], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(nsp, ref.seq_relationship_logits, atol=1e-5, rtol=1e-5)
+        elif head == "classification":
+            torch.testing.assert_close(module(batch), ref.logits, atol=1e-5, rtol=1e-5)
+            assert theirs.config.num_labels == 3
+        else:
+            start, end = module(batch)
+            torch.testing.assert_close(start[real], ref.start_logits[real], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(end[real], ref.end_logits[real], atol=1e-5, rtol=1e-5)
+    assert transformers.BertTokenizerFast.from_pretrained(tmp_path / "out")("Hello there")["input_ids"] == \
+        load_vocab_file(tmp_path / "out" / "vocab.txt").encode("Hello there").ids
+
+
+def test_hf_directory_round_trip_through_the_export_command(tmp_path, capsys):
+    assert export_main([str(MINILM), str(tmp_path / "out")]) == 0
+    assert "as BertModel" in capsys.readouterr().out
+    original, exported = load_checkpoint(MINILM), load_checkpoint(tmp_path / "out")
+    assert original.config == exported.config and original.vocab == exported.vocab
+    assert set(original.state_dict) == set(exported.state_dict)
+    for key, value in original.state_dict.items():
+        assert torch.equal(value, exported.state_dict[key]), key
+    theirs, info = transformers.BertModel.from_pretrained(tmp_path / "out", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    # nothing is overwritten
+    assert export_main([str(MINILM), str(tmp_path / "out")]) == 2
+    assert "not empty" in capsys.readouterr().err
+
+
+def test_pytorch_model_bin_and_tokenizer_json(tmp_path):
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    shutil.copy(MINILM / "config.json", directory)
+    shutil.copy(MINILM / "tokenizer.json", directory)
+    original = load_checkpoint(MINILM)
+    state = {k.removeprefix("bert."): v for k, v in original.state_dict.items()}
+    state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+             for k, v in state.items()}  # old-style names are accepted too
+    torch.save(state, directory / "pytorch_model.bin")
+    loaded = load_checkpoint(directory)
+    assert loaded.vocab == original.vocab
+    assert set(loaded.state_dict) == set(original.state_dict)
+
+
+def test_mismatches_are_clear_errors(tmp_path):
+    ckpt = load_checkpoint(MINILM)
+    small = ckpt.config.__class__(**{**ckpt.config.to_dict(), "hidden_size": 128, "num_attention_heads": 2,
+                                      "intermediate_size": 512})
+    module = ClassificationModule(small, optimizer=partial(torch.optim.AdamW))
+    with pytest.raises(CheckpointError, match=r"model.hidden_size=128 but the checkpoint has 384"):
+        module.initialise_from(ckpt)
+    other_vocab = ckpt.config.__class__(**{**ckpt.config.to_dict(), "vocab_size": 8192})
+    with pytest.raises(CheckpointError, match=r"model.vocab_size=8192"):
+        ClassificationModule(other_vocab, optimizer=partial(torch.optim.AdamW)).initialise_from(ckpt)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="neither a HuggingFace directory"):
+        load_checkpoint(tmp_path / "empty")
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(CheckpointError, match="neither model.safetensors nor pytorch_model.bin"):
+        load_checkpoint(tmp_path / "cfg")

@@ -1,0 +1,118 @@
+from functools import partial
+
+import pytest
+import torch
+import transformers
+
+from bert_exp.data.masking import IGNORE_INDEX, PretrainingCollator, SpecialIds
+from bert_exp.model import BertConfig
+from bert_exp.tasks import PretrainingModule, linear_warmup_decay, parameter_groups
+from test_masking import synthetic_samples
+
+CONFIG = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                    intermediate_size=256)
+
+
+def make_module(**kw):
+    return PretrainingModule(CONFIG, optimizer=partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.01), **kw)
+
+
+def test_loss_equals_transformers_dense_loss():
+    module = make_module().eval()
+    reference = transformers.BertForPreTraining(transformers.BertConfig(**CONFIG.to_dict())).eval()
+    reference.load_state_dict(module.model.state_dict())
+    batch = PretrainingCollator(SpecialIds(0, 2, 3, 4, 30522))(synthetic_samples(8, max_len=64))
+    dense_labels = torch.full_like(batch["input_ids"], IGNORE_INDEX)
+    selected = batch["masked_lm_labels"] != IGNORE_INDEX
+    rows = torch.arange(8)[:, None].expand_as(selected)
+    dense_labels[rows[selected], batch["masked_lm_positions"][selected]] = batch["masked_lm_labels"][selected]
+    with torch.no_grad():
+        _, _, mlm_loss, nsp_loss = module._losses(batch)
+        ref = reference(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                        attention_mask=batch["attention_mask"], labels=dense_labels,
+                        next_sentence_label=batch["next_sentence_label"])
+    torch.testing.assert_close(mlm_loss + nsp_loss, ref.loss, atol=1e-5, rtol=1e-5)
+
+
+def test_weight_decay_excludes_biases_and_layernorm():
+    module = make_module()
+    decay, exempt = parameter_groups(module, 0.01)
+    names = {id(p): n for n, p in module.named_parameters()}
+    assert all(not names[id(p)].endswith("bias") and "LayerNorm" not in names[id(p)] for p in decay["params"])
+    assert all(names[id(p)].endswith("bias") or "LayerNorm" in names[id(p)] for p in exempt["params"])
+    assert (decay["weight_decay"], exempt["weight_decay"]) == (0.01, 0.0)
+    total = sum(p.numel() for p in decay["params"] + exempt["params"])
+    assert total == sum(p.numel() for p in module.parameters())  # the tied decoder counted once
+
+
+@pytest.mark.parametrize("warmup_steps, warmup_ratio, warmup", [(10, None, 10), (None, 0.1, 10), (None, None, 0)])
+def test_linear_warmup_then_linear_decay(warmup_steps, warmup_ratio, warmup):
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = linear_warmup_decay(opt, total_steps=100, warmup_steps=warmup_steps, warmup_ratio=warmup_ratio)
+    lrs = []
+    for _ in range(100):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    if warmup:
+        assert lrs[0] == pytest.approx(1 / warmup) and lrs[warmup - 1] == pytest.approx(1.0)
+        assert all(a < b for a, b in zip(lrs[:warmup - 1], lrs[1:warmup]))
+    assert lrs[warmup] == pytest.approx(1.0)
+    assert lrs[-1] == pytest.approx(1 / (100 - warmup))
+    assert all(a > b for a, b in zip(lrs[warmup:-1], lrs[warmup + 1:]))
+    with pytest.raises(ValueError, match="not both"):
+        linear_warmup_decay(opt, 100, warmup_steps=1, warmup_ratio=0.1)
+
+
+def test_initialise_from_the_checkpoint_of_another_run(tmp_path):
+    from bert_exp.model.hf import CheckpointError
+    from bert_exp.tasks.checkpoints import load_checkpoint
+    source = make_module()
+    (tmp_path / "checkpoints").mkdir()
+    checkpoint = {"state_dict": source.state_dict()}
+    source.on_save_checkpoint(checkpoint)
+    torch.save(checkpoint, tmp_path / "checkpoints" / "last.ckpt")
+    target = make_module()
+    target.initialise_from(load_checkpoint(tmp_path))  # a run directory
+    assert not target.fresh_parameters
+    for (name, a), b in zip(source.state_dict().items(), target.state_dict().values()):
+        assert torch.equal(a, b), name
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing.ckpt")
+
+
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_fused_adamw_clips_the_gradient_norm_under_lightning(precision):
+    """Lightning refuses fused optimizers with clipping under mixed precision; without a loss scaler
+    our hook clips directly, and the norm the optimizer sees is at most the configured 1.0."""
+    import lightning as L
+
+    module = PretrainingModule(CONFIG, optimizer=partial(torch.optim.AdamW, lr=1e-3, fused=True))
+    norms = []
+
+    class Record(L.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):  # grads as stepped on
+            norms.append(torch.nn.utils.get_total_norm([p.grad for p in pl_module.parameters() if p.grad is not None]))
+
+    batches = [PretrainingCollator(SpecialIds(0, 2, 3, 4, 30522))(synthetic_samples(4, max_len=32)) for _ in range(3)]
+    trainer = L.Trainer(accelerator="cpu", precision=precision, max_steps=3, gradient_clip_val=1.0, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[Record()])
+    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
+    assert len(norms) == 3 and all(n <= 1.0 + 1e-4 for n in norms), norms
+
+
+def test_compile_callback_keeps_parameter_names():
+    import lightning as L
+
+    from bert_exp.runner.callbacks import CompileModel
+
+    module = make_module()
+    names = list(module.state_dict())
+    batches = [PretrainingCollator(SpecialIds(0, 2, 3, 4, 30522))(synthetic_samples(4, max_len=32)) for _ in range(2)]
+    trainer = L.Trainer(accelerator="cpu", max_steps=2, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[CompileModel(backend="eager")])  # inductor would take minutes here
+    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
+    assert module.model._compiled_call_impl is not None
+    assert list(module.state_dict()) == names

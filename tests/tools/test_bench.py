@@ -1,0 +1,49 @@
+"""The benchmark compares like with like, and its command produces its report."""
+
+import pytest
+import torch
+
+from bert_exp.tools.bench.__main__ import main
+from bert_exp.tools.bench.data_prep import run_data_bench
+from bert_exp.tools.bench.steps import TASKS, build_ours, build_reference, loss_ours, loss_reference, random_batch
+from bert_exp.model import BertConfig
+
+TINY = BertConfig(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_both_sides_compute_the_same_loss(task):
+    """Same weights and batch: without dropout the two losses agree, so the timings are of the same work
+    (ours scores only the masked positions, which is where transformers' dense loss is non-zero)."""
+    torch.manual_seed(0)
+    ours = build_ours(task, TINY).eval()
+    reference = build_reference(task, TINY, ours).eval()
+    batch = random_batch(TINY, 4, 64, 10)
+    with torch.no_grad():
+        torch.testing.assert_close(loss_ours(task, ours, batch), loss_reference(task, reference, batch),
+                                   atol=1e-5, rtol=1e-5)
+
+
+def test_model_benchmark_report(tmp_path):
+    out = tmp_path / "bench.md"
+    assert main(["--sizes", "tiny", "--precisions", "32-true", "--repeats", "1", "--steps", "1",
+                 "--output", str(out)]) == 0
+    report = out.read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| pretraining | tiny | 32-true"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    ratio = float(cells[5].split("x")[0].strip("*"))
+    assert ratio > 1.5  # the dense head scores 6x the positions
+    ours_mem, reference_mem = (float(c.split()[0]) for c in cells[6:8])
+    assert 0 < ours_mem < reference_mem  # transformers keeps [batch, seq, vocab] logits for backward
+    assert "Measured matmul peak: 32-true" in report
+
+
+def test_data_preparation_benchmark(data_dir, tmp_path):
+    text = (data_dir / "corpus" / "tinyshakespeare" / "input.txt").read_bytes()
+    for part in range(4):  # four documents of 75 kB
+        (tmp_path / f"part{part}.txt").write_bytes(text[part * 75_000 : (part + 1) * 75_000])
+    results = run_data_bench([str(tmp_path / "part*.txt")], [1], log=lambda message: None)
+    by_impl = {r["impl"]: r for r in results}
+    assert set(by_impl) == {"ours", "transformers"}
+    for r in results:
+        assert r["tokens"] > 50_000 and r["seconds"] > 0 and r["peak_rss"] > 0
