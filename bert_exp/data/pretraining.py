@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from .base import VocabularyDataModule
 from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
 from .hashing import config_key
 from .masking import PretrainingCollator
-from .text import expand_inputs, iter_documents
+from .text import detect_format, expand_inputs, iter_documents
 from .tokenizer import (
     atomic_directory,
     load_vocab_file,
@@ -103,19 +104,31 @@ class PretrainingDataModule(VocabularyDataModule):
     def required_inputs(self) -> list[str]:
         return [str(spec) for spec in self.files_spec]
 
+    @property
+    def input_key(self) -> dict:
+        """What identifies the inputs in the cache keys: each file's sha256 and, for a compressed file,
+        the format it is read as (plain files add nothing, so their caches keep their keys)."""
+        formats = {str(p): fmt for p in self.files if (fmt := detect_format(p)) != "plain"}
+        return {**self.data_checksums, "formats": formats} if formats else self.data_checksums
+
     def load_tokenizer(self) -> Tokenizer:
         """Loads ``vocab_file`` or the cached vocabulary trained on this corpus (training it once)."""
         spec = self.tokenizer_spec
         if spec.vocab_file:
             return load_vocab_file(spec.vocab_file, spec.lowercase, spec.strip_accents)
-        key = config_key(self.data_checksums, spec.__dict__, self.settings.encoding_fallback)
+        key = config_key(self.input_key, spec.__dict__, self.settings.encoding_fallback)
         directory = atomic_directory(self.cache_dir / "tokenizers" / key, self._train_tokenizer)
         return Tokenizer.from_file(str(directory / "tokenizer.json"))
 
     def _train_tokenizer(self, directory: Path) -> None:
         spec = self.tokenizer_spec
         log.info("training a WordPiece vocabulary of %d on %d files", spec.vocab_size, len(self.files))
-        sentences = (" ".join(doc) for doc in iter_documents(self.files, self.settings.encoding_fallback))
+        # decoded text, a document at a time (files are decompressed and decoded as for the cache); the
+        # vocabulary depends on the words only, so documents split by the configured boundary are shorter
+        # strings and the same vocabulary
+        s = self.settings
+        sentences = (" ".join(doc) for doc in iter_documents(self.files, s.encoding_fallback, s.doc_boundary,
+                                                             s.document_regex, s.line_is_sentence))
         tokenizer = train_wordpiece(sentences, spec.vocab_size, spec.min_frequency, spec.limit_alphabet,
                                     spec.lowercase, spec.strip_accents)
         save_vocab(tokenizer, directory)
@@ -123,7 +136,7 @@ class PretrainingDataModule(VocabularyDataModule):
     @property
     def corpus_dir(self) -> Path:
         vocab_hash = config_key(vocab_list(self.tokenizer), self.lowercase)
-        key = config_key(self.data_checksums, vocab_hash, self.settings.__dict__)
+        key = config_key(self.input_key, vocab_hash, self.settings.__dict__)
         return self.cache_dir / "corpus" / key
 
     def prepare_data(self) -> None:
@@ -131,6 +144,17 @@ class PretrainingDataModule(VocabularyDataModule):
         self.ensure_inputs()
         atomic_directory(self.corpus_dir,
                          lambda d: build_corpus_cache(self.files, self.tokenizer, d, self.settings, self.data_checksums))
+
+    @property
+    def data_report(self) -> dict | None:
+        """The corpus cache's report (JSON): files by format, documents, tokens, tokens dropped by
+        truncation, files decoded with the encoding fallback and their replaced bytes, tokens per
+        second of the build (see :mod:`bert_exp.data.corpus`); None before the cache exists."""
+        try:
+            meta = json.loads((self.corpus_dir / "meta.json").read_text())
+        except FileNotFoundError:
+            return None
+        return {**meta.get("report", {}), "cache": str(self.corpus_dir)}
 
     def setup(self, stage: str | None = None) -> None:
         directory = self.corpus_dir
