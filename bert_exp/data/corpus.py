@@ -63,6 +63,8 @@ class InstanceSettings:
     document_regex: str | None = None
     line_is_sentence: bool = False
     seed: int = 12345
+    # files with their own [doc_boundary, document_regex] (inputs given as {path, doc_boundary}); None: none
+    file_boundaries: dict | None = None
 
 
 @dataclass
@@ -85,7 +87,7 @@ def _tokenize_by_file(files: list[Path], tokenizer: Tokenizer, s: InstanceSettin
     """Yields each document's (file index, sentences as token-id arrays), counting into ``read`` and
     ``stats``."""
     docs = iter_documents(files, s.encoding_fallback, s.doc_boundary, s.document_regex, s.line_is_sentence,
-                          report=read, with_file_index=True)
+                          report=read, with_file_index=True, boundaries=s.file_boundaries)
     for file_index, sentences in docs:
         encodings = tokenizer.encode_batch(sentences, add_special_tokens=False)
         ids = [np.asarray(e.ids, dtype=np.int32) for e in encodings if e.ids]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from .base import VocabularyDataModule
 from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
 from .hashing import config_key
 from .masking import PretrainingCollator
-from .text import detect_format, expand_inputs, iter_documents
+from .text import CorpusError, detect_format, expand_inputs, iter_documents
 from .tokenizer import (
     atomic_directory,
     load_vocab_file,
@@ -38,10 +40,34 @@ class TokenizerSpec:
     strip_accents: bool | None = None  # None: strip when lower-casing, as BERT's uncased models do
 
 
+INPUT_KEYS = {"path", "doc_boundary", "document_regex"}
+
+
+def _parse_input(item) -> tuple[str, dict]:
+    """A ``data.files`` entry: a path, directory or glob, or a mapping ``{path, doc_boundary,
+    document_regex}`` giving those files their own document boundary (a mixture of corpora)."""
+    if isinstance(item, Mapping):
+        item = dict(item)
+        unknown = set(item) - INPUT_KEYS
+        if unknown or "path" not in item:
+            raise CorpusError(f"data.files entry {item}: expected a path, or a mapping with 'path' and optionally "
+                              f"'doc_boundary', 'document_regex' (unknown: {sorted(unknown) or 'none'})")
+        options = {k: item[k] for k in ("doc_boundary", "document_regex") if k in item}
+        if options.get("doc_boundary", "file") not in ("file", "blank_line", "regex"):
+            raise CorpusError(f"data.files entry {item['path']}: doc_boundary={options['doc_boundary']!r}: expected "
+                              "file, blank_line or regex")
+        return str(item["path"]), options
+    return str(item), {}
+
+
 class PretrainingDataModule(VocabularyDataModule):
+    """``files``: paths, directories or globs; an entry may also be a mapping ``{path: ...,
+    doc_boundary: ..., document_regex: ...}`` whose files split into documents their own way (e.g.
+    reviews a paragraph each beside books a file each)."""
+
     def __init__(
         self,
-        files: list[str],
+        files: list,
         tokenizer: TokenizerSpec,
         cache_dir: str,
         max_seq_length: int = 128,
@@ -69,7 +95,8 @@ class PretrainingDataModule(VocabularyDataModule):
         super().__init__(tokenizer.vocab_file, tokenizer.lowercase, download)
         if masking not in ("dynamic", "static"):
             raise ValueError(f"data.masking={masking!r}: expected dynamic or static")
-        self.files_spec = list(files)
+        self.inputs = [_parse_input(item) for item in files]
+        self.files_spec = [path for path, _ in self.inputs]
         self.tokenizer_spec = tokenizer
         self.cache_dir = Path(cache_dir).expanduser()
         self.settings = InstanceSettings(
@@ -95,8 +122,27 @@ class PretrainingDataModule(VocabularyDataModule):
     @property
     def files(self) -> list[Path]:
         if self._files is None:
-            self._files = expand_inputs(self.files_spec)
+            files, boundaries = [], {}
+            for path, options in self.inputs:
+                for file in expand_inputs(path):
+                    if options and str(file) not in boundaries and file not in files:
+                        boundaries[str(file)] = [options.get("doc_boundary", self._settings.doc_boundary),
+                                                 options.get("document_regex", self._settings.document_regex)]
+                    files.append(file)
+            self._files = list(dict.fromkeys(files))
+            if boundaries:
+                self._settings = dataclasses.replace(self._settings, file_boundaries=boundaries)
         return self._files
+
+    @property
+    def settings(self) -> InstanceSettings:
+        """The instance settings, with the files' own document boundaries once the inputs are expanded."""
+        self.files  # noqa: B018 - expands the inputs
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: InstanceSettings) -> None:
+        self._settings = value
 
     def input_files(self) -> list[Path]:
         return self.files
@@ -128,7 +174,8 @@ class PretrainingDataModule(VocabularyDataModule):
         # strings and the same vocabulary
         s = self.settings
         sentences = (" ".join(doc) for doc in iter_documents(self.files, s.encoding_fallback, s.doc_boundary,
-                                                             s.document_regex, s.line_is_sentence))
+                                                             s.document_regex, s.line_is_sentence,
+                                                             boundaries=s.file_boundaries))
         tokenizer = train_wordpiece(sentences, spec.vocab_size, spec.min_frequency, spec.limit_alphabet,
                                     spec.lowercase, spec.strip_accents)
         save_vocab(tokenizer, directory)
@@ -136,7 +183,10 @@ class PretrainingDataModule(VocabularyDataModule):
     @property
     def corpus_dir(self) -> Path:
         vocab_hash = config_key(vocab_list(self.tokenizer), self.lowercase)
-        key = config_key(self.input_key, vocab_hash, self.settings.__dict__)
+        settings = dict(self.settings.__dict__)
+        if settings["file_boundaries"] is None:  # absent from the keys of caches built before it existed
+            del settings["file_boundaries"]
+        key = config_key(self.input_key, vocab_hash, settings)
         return self.cache_dir / "corpus" / key
 
     def prepare_data(self) -> None:

@@ -393,11 +393,14 @@ def iter_documents(
     line_is_sentence: bool = False,
     report: ReadReport | None = None,
     with_file_index: bool = False,
+    boundaries: dict[str, list] | None = None,
 ) -> Iterator[list[str]]:
     """Yields each document of each file as its list of sentences (empty documents skipped), streaming;
-    with ``with_file_index``, ``(index of its file, sentences)``."""
+    with ``with_file_index``, ``(index of its file, sentences)``. ``boundaries`` maps a file (its
+    path as a string) to its own ``[doc_boundary, document_regex]``."""
     for index, path in enumerate(files):
-        for doc in iter_file_documents(path, encoding_fallback, doc_boundary, document_regex, report):
+        boundary, regex = (boundaries or {}).get(str(path), (doc_boundary, document_regex))
+        for doc in iter_file_documents(path, encoding_fallback, boundary, regex, report):
             sentences = document_sentences(doc, line_is_sentence)
             if sentences:
                 yield (index, sentences) if with_file_index else sentences
