@@ -139,7 +139,7 @@ def open_binary(path: Path, fmt: str | None = None) -> BinaryIO:
     """The file's bytes, decompressed as its magic bytes say."""
     fmt = fmt or detect_format(path)
     if fmt == "plain":
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+        return open(path, "rb")  # the caller closes it
     if fmt == "xz":
         return lzma.open(path, "rb")
     if fmt == "gzip":
@@ -214,7 +214,7 @@ def _first_invalid_byte(path: Path, fmt: str) -> int:
 
 def iter_lines(path: Path, encoding_fallback: str | None = "latin-1", report: ReadReport | None = None
                ) -> Iterator[str]:
-    """The file's lines (without line endings; ``\r\n`` and ``\r`` end lines too), decompressed and
+    """The file's lines (without line endings; CR LF and CR end lines too), decompressed and
     decoded as the module docstring says, streaming."""
     path = Path(path)
     _check_fallback(encoding_fallback)
@@ -278,8 +278,9 @@ def _decode_escaped(line: str, encoding: str) -> tuple[str, int]:
 
 
 def read_text(path: Path, encoding_fallback: str | None = "latin-1") -> tuple[str, str]:
-    """Returns (text, encoding used: utf-8, or the fallback when some bytes needed it). Line endings
-    are normalised to \n. Reads the whole file: :func:`iter_documents` streams instead."""
+    """Returns (text, encoding used: utf-8, or the fallback when some bytes needed it): the lines,
+    line endings normalised, joined by newlines (no final one). Reads the whole file: :func:`iter_documents`
+    streams instead."""
     report = ReadReport()
     text = "\n".join(iter_lines(path, encoding_fallback, report))
     return text, (encoding_fallback if report.fallback_decoded else "utf-8")
@@ -367,12 +368,8 @@ def iter_file_documents(
     pattern = re.compile(document_regex) if doc_boundary == "regex" else None
     current: list[str] = []
     for line in iter_lines(path, encoding_fallback, report):
-        if doc_boundary == "blank_line" and not line.strip(" \t"):
-            starts_new = True
-        elif pattern is not None and pattern.match(line) and current:
-            starts_new = True
-        else:
-            starts_new = False
+        starts_new = (doc_boundary == "blank_line" and not line.strip(" \t")) or \
+            bool(pattern is not None and current and pattern.match(line))
         if starts_new:
             document = "\n".join(current)
             current = [] if doc_boundary == "blank_line" else [line]
