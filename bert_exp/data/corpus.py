@@ -7,17 +7,28 @@ data setting that changes instances)::
     doc_starts.npy   offset of each document's first token (and the total, last)
     train.npy        instances of the training documents, int64 [N, 5] (see instances.py)
     val.npy          instances of the held-out documents
-    meta.json        counts, files and their sha256, settings
+    meta.json        counts, files and their sha256, settings, and the data report (below)
 
 It is built once, into a temporary directory renamed into place, so concurrent builders (DDP ranks on
 a shared file system) cannot leave a half-written cache.
+
+The data report (``meta.json["report"]``, JSON) says what went in and what was lost: files by format,
+documents, sentences, tokens, the files decoded with the encoding fallback and how many bytes each
+needed it, tokens per second of the build, and the tokens that no instance holds. With NSP a sentence
+longer than an instance (``max_seq_length - 3`` tokens) is cut to that length, and the rest of it is
+dropped: text without sentence punctuation (one line of 1 MB is one "sentence") loses almost all of
+itself. Each file that has such sentences gets a warning on the ``bert_exp.data`` logger, and the
+report counts the dropped tokens per such file and in total.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 import shutil
+import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +39,12 @@ from tqdm import tqdm
 
 from .instances import create_instances_from_document, pack_full_sentences
 from .masking import IGNORE_INDEX
-from .text import CorpusError, iter_documents
+from .text import CorpusError, ReadReport, iter_documents
+
+log = logging.getLogger("bert_exp.data")
+
+# a file whose instances leave out more than this fraction of its tokens is named in a warning
+DROPPED_WARNING_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
@@ -47,16 +63,54 @@ class InstanceSettings:
     document_regex: str | None = None
     line_is_sentence: bool = False
     seed: int = 12345
+    # files with their own [doc_boundary, document_regex] (inputs given as {path, doc_boundary}); None: none
+    file_boundaries: dict | None = None
+
+
+@dataclass
+class _FileStats:
+    tokens: int = 0
+    sentences: int = 0
+    long_sentences: int = 0  # longer than an NSP instance can hold
+    longest_sentence: int = 0
+    dropped: int = 0  # tokens no instance holds
 
 
 def _tokenize_documents(files: list[Path], tokenizer: Tokenizer, s: InstanceSettings):
     """Yields each document's sentences as token-id arrays (empty sentences dropped)."""
-    docs = iter_documents(files, s.encoding_fallback, s.doc_boundary, s.document_regex, s.line_is_sentence)
-    for sentences in docs:
+    for _, ids in _tokenize_by_file(files, tokenizer, s, ReadReport(), [_FileStats() for _ in files]):
+        yield ids
+
+
+def _tokenize_by_file(files: list[Path], tokenizer: Tokenizer, s: InstanceSettings, read: ReadReport,
+                      stats: list[_FileStats]):
+    """Yields each document's (file index, sentences as token-id arrays), counting into ``read`` and
+    ``stats``."""
+    docs = iter_documents(files, s.encoding_fallback, s.doc_boundary, s.document_regex, s.line_is_sentence,
+                          report=read, with_file_index=True, boundaries=s.file_boundaries)
+    for file_index, sentences in docs:
         encodings = tokenizer.encode_batch(sentences, add_special_tokens=False)
         ids = [np.asarray(e.ids, dtype=np.int32) for e in encodings if e.ids]
         if ids:
-            yield ids
+            stat = stats[file_index]
+            stat.sentences += len(ids)
+            longest = max(len(x) for x in ids)
+            stat.longest_sentence = max(stat.longest_sentence, longest)
+            if s.nsp and longest > s.max_seq_length - 3:
+                stat.long_sentences += sum(len(x) > s.max_seq_length - 3 for x in ids)
+            yield file_index, ids
+
+
+def _covered(instances: list, own_b: bool) -> int:
+    """Tokens of its own document(s) that instances hold: A always, B when it is the actual next
+    segment (a random B comes from another document, whose own instances count it)."""
+    if not instances:
+        return 0
+    array = np.asarray(instances, dtype=np.int64).reshape(-1, 5)
+    covered = int(array[:, 1].sum())
+    if own_b:
+        covered += int(array[array[:, 4] == 0, 3].sum())
+    return covered
 
 
 class _ArrayAppender:
@@ -90,25 +144,38 @@ class _ArrayAppender:
 
 
 def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path, settings: InstanceSettings,
-                       file_checksums: dict[str, str]) -> None:
+                       file_checksums: dict[str, str]) -> dict:
     """Tokens and instances stream to disk as they are made; what stays in memory is each document's
-    sentence offsets (8 bytes a sentence), which instance creation reads at random for NotNext pairs."""
+    sentence offsets (8 bytes a sentence), which instance creation reads at random for NotNext pairs.
+    Returns the data report (also written to ``meta.json``)."""
     s = settings
     if s.max_seq_length < 8:
         raise CorpusError(f"data.max_seq_length={s.max_seq_length} is too short for sentence pairs")
     token_dtype = np.uint16 if tokenizer.get_vocab_size() <= np.iinfo(np.uint16).max + 1 else np.int32
+    started = time.perf_counter()
+    read, stats = ReadReport(), [_FileStats() for _ in files]
 
     tokens = _ArrayAppender(directory / "tokens.npy", token_dtype)
-    documents, offset = [], 0
-    for sentence_ids in tqdm(_tokenize_documents(files, tokenizer, s), desc="tokenizing corpus", unit=" docs"):
+    documents, doc_files, offset = [], [], 0
+    for file_index, sentence_ids in tqdm(_tokenize_by_file(files, tokenizer, s, read, stats),
+                                         desc="tokenizing corpus", unit=" docs"):
         lengths = np.fromiter((len(x) for x in sentence_ids), dtype=np.int64, count=len(sentence_ids))
         bounds = offset + np.concatenate([[0], np.cumsum(lengths)])
         documents.append(bounds)
+        doc_files.append(file_index)
         tokens.append(np.concatenate(sentence_ids))
+        stats[file_index].tokens += int(bounds[-1] - bounds[0])
         offset = int(bounds[-1])
     tokens.finish()
+    tokenize_seconds = time.perf_counter() - started
     if not documents:
         raise CorpusError(f"the corpus files {[str(f) for f in files[:3]]}... hold no text")
+    for path, stat in zip(files, stats):
+        if stat.long_sentences:
+            log.warning(
+                "%s: %d sentence(s) longer than an instance holds (%d tokens, data.max_seq_length - 3; the longest "
+                "has %d): the rest of each is dropped. Text without sentence punctuation? (see data.line_is_sentence, "
+                "data.nsp=false)", path, stat.long_sentences, s.max_seq_length - 3, stat.longest_sentence)
     doc_starts = np.array([d[0] for d in documents] + [offset], dtype=np.int64)
 
     rng = random.Random(s.seed)
@@ -127,21 +194,63 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
     for split, doc_ids in splits.items():
         split_docs = [documents[i] for i in doc_ids]
         instances = _ArrayAppender(directory / f"{split}.npy", np.int64, width=5)
-        for _ in range(s.dupe_factor):
+        for copy in range(s.dupe_factor):
             if s.nsp:
                 for index in range(len(split_docs)):
-                    instances.append(np.asarray(create_instances_from_document(
-                        split_docs, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document),
-                        dtype=np.int64).reshape(-1))
-            else:
+                    made = create_instances_from_document(
+                        split_docs, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document)
+                    if copy == 0:  # tokens lost: what the first copy's instances of a document leave out
+                        bounds = split_docs[index]
+                        stats[doc_files[doc_ids[index]]].dropped += \
+                            int(bounds[-1] - bounds[0]) - _covered(made, own_b=True)
+                    instances.append(np.asarray(made, dtype=np.int64).reshape(-1))
+            else:  # packing cuts long sentences into pieces: nothing is dropped
                 instances.append(np.asarray(pack_full_sentences(split_docs, s.max_seq_length),
                                             dtype=np.int64).reshape(-1))
         counts[split] = {"documents": len(doc_ids), "instances": instances.finish()}
 
     np.save(directory / "doc_starts.npy", doc_starts)
+    seconds = time.perf_counter() - started
+    report = _data_report(files, stats, read, len(documents), offset, seconds, tokenize_seconds)
+    log.info("corpus cache: %d files, %d documents, %d tokens in %.1f s (%.0f tokens/s); %d tokens (%.2f%%) dropped "
+             "by truncation", len(files), len(documents), offset, seconds, report["tokens_per_second"],
+             report["tokens_dropped"], 100 * report["tokens_dropped_fraction"])
+    noisy = report["truncated_files"]
+    heavy = [p for p, f in noisy.items() if f["tokens_dropped"] > DROPPED_WARNING_FRACTION * max(f["tokens"], 1)]
+    if heavy:
+        log.warning("%d file(s) lose more than %d%% of their tokens to truncation, e.g. %s", len(heavy),
+                    round(100 * DROPPED_WARNING_FRACTION), ", ".join(heavy[:3]))
     meta = {"tokens": offset, "documents": len(documents), "splits": counts,
-            "files": file_checksums, "settings": s.__dict__}
+            "files": file_checksums, "settings": s.__dict__, "report": report}
     (directory / "meta.json").write_text(json.dumps(meta, indent=1))
+    return report
+
+
+def _data_report(files, stats, read: ReadReport, documents: int, tokens: int, seconds: float,
+                 tokenize_seconds: float) -> dict:
+    dropped = sum(f.dropped for f in stats)
+    truncated = {
+        str(path): {"tokens": f.tokens, "tokens_dropped": f.dropped, "long_sentences": f.long_sentences,
+                    "longest_sentence": f.longest_sentence}
+        for path, f in zip(files, stats)
+        if f.long_sentences or f.dropped > DROPPED_WARNING_FRACTION * max(f.tokens, 1)
+    }
+    return {
+        "files": len(files),
+        "formats": dict(Counter(read.formats.get(str(p), "plain") for p in files)),
+        "characters": read.characters,
+        "documents": documents,
+        "sentences": sum(f.sentences for f in stats),
+        "tokens": tokens,
+        "tokens_dropped": dropped,
+        "tokens_dropped_fraction": dropped / tokens if tokens else 0.0,
+        "long_sentences": sum(f.long_sentences for f in stats),
+        "truncated_files": truncated,
+        "fallback_decoded": dict(read.fallback_decoded),
+        "build_seconds": round(seconds, 3),
+        "tokenize_seconds": round(tokenize_seconds, 3),
+        "tokens_per_second": round(tokens / seconds, 1) if seconds > 0 else None,
+    }
 
 
 class PretrainingDataset(torch.utils.data.Dataset):

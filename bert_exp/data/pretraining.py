@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +16,7 @@ from .base import VocabularyDataModule
 from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
 from .hashing import config_key
 from .masking import PretrainingCollator
-from .text import expand_inputs, iter_documents
+from .text import CorpusError, detect_format, expand_inputs, iter_documents
 from .tokenizer import (
     atomic_directory,
     load_vocab_file,
@@ -37,10 +40,34 @@ class TokenizerSpec:
     strip_accents: bool | None = None  # None: strip when lower-casing, as BERT's uncased models do
 
 
+INPUT_KEYS = {"path", "doc_boundary", "document_regex"}
+
+
+def _parse_input(item) -> tuple[str, dict]:
+    """A ``data.files`` entry: a path, directory or glob, or a mapping ``{path, doc_boundary,
+    document_regex}`` giving those files their own document boundary (a mixture of corpora)."""
+    if isinstance(item, Mapping):
+        item = dict(item)
+        unknown = set(item) - INPUT_KEYS
+        if unknown or "path" not in item:
+            raise CorpusError(f"data.files entry {item}: expected a path, or a mapping with 'path' and optionally "
+                              f"'doc_boundary', 'document_regex' (unknown: {sorted(unknown) or 'none'})")
+        options = {k: item[k] for k in ("doc_boundary", "document_regex") if k in item}
+        if options.get("doc_boundary", "file") not in ("file", "blank_line", "regex"):
+            raise CorpusError(f"data.files entry {item['path']}: doc_boundary={options['doc_boundary']!r}: expected "
+                              "file, blank_line or regex")
+        return str(item["path"]), options
+    return str(item), {}
+
+
 class PretrainingDataModule(VocabularyDataModule):
+    """``files``: paths, directories or globs; an entry may also be a mapping ``{path: ...,
+    doc_boundary: ..., document_regex: ...}`` whose files split into documents their own way (e.g.
+    reviews a paragraph each beside books a file each)."""
+
     def __init__(
         self,
-        files: list[str],
+        files: list,
         tokenizer: TokenizerSpec,
         cache_dir: str,
         max_seq_length: int = 128,
@@ -68,7 +95,8 @@ class PretrainingDataModule(VocabularyDataModule):
         super().__init__(tokenizer.vocab_file, tokenizer.lowercase, download)
         if masking not in ("dynamic", "static"):
             raise ValueError(f"data.masking={masking!r}: expected dynamic or static")
-        self.files_spec = list(files)
+        self.inputs = [_parse_input(item) for item in files]
+        self.files_spec = [path for path, _ in self.inputs]
         self.tokenizer_spec = tokenizer
         self.cache_dir = Path(cache_dir).expanduser()
         self.settings = InstanceSettings(
@@ -94,8 +122,27 @@ class PretrainingDataModule(VocabularyDataModule):
     @property
     def files(self) -> list[Path]:
         if self._files is None:
-            self._files = expand_inputs(self.files_spec)
+            files, boundaries = [], {}
+            for path, options in self.inputs:
+                for file in expand_inputs(path):
+                    if options and str(file) not in boundaries and file not in files:
+                        boundaries[str(file)] = [options.get("doc_boundary", self._settings.doc_boundary),
+                                                 options.get("document_regex", self._settings.document_regex)]
+                    files.append(file)
+            self._files = list(dict.fromkeys(files))
+            if boundaries:
+                self._settings = dataclasses.replace(self._settings, file_boundaries=boundaries)
         return self._files
+
+    @property
+    def settings(self) -> InstanceSettings:
+        """The instance settings, with the files' own document boundaries once the inputs are expanded."""
+        self.files  # noqa: B018 - expands the inputs
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: InstanceSettings) -> None:
+        self._settings = value
 
     def input_files(self) -> list[Path]:
         return self.files
@@ -103,19 +150,32 @@ class PretrainingDataModule(VocabularyDataModule):
     def required_inputs(self) -> list[str]:
         return [str(spec) for spec in self.files_spec]
 
+    @property
+    def input_key(self) -> dict:
+        """What identifies the inputs in the cache keys: each file's sha256 and, for a compressed file,
+        the format it is read as (plain files add nothing, so their caches keep their keys)."""
+        formats = {str(p): fmt for p in self.files if (fmt := detect_format(p)) != "plain"}
+        return {**self.data_checksums, "formats": formats} if formats else self.data_checksums
+
     def load_tokenizer(self) -> Tokenizer:
         """Loads ``vocab_file`` or the cached vocabulary trained on this corpus (training it once)."""
         spec = self.tokenizer_spec
         if spec.vocab_file:
             return load_vocab_file(spec.vocab_file, spec.lowercase, spec.strip_accents)
-        key = config_key(self.data_checksums, spec.__dict__, self.settings.encoding_fallback)
+        key = config_key(self.input_key, spec.__dict__, self.settings.encoding_fallback)
         directory = atomic_directory(self.cache_dir / "tokenizers" / key, self._train_tokenizer)
         return Tokenizer.from_file(str(directory / "tokenizer.json"))
 
     def _train_tokenizer(self, directory: Path) -> None:
         spec = self.tokenizer_spec
         log.info("training a WordPiece vocabulary of %d on %d files", spec.vocab_size, len(self.files))
-        sentences = (" ".join(doc) for doc in iter_documents(self.files, self.settings.encoding_fallback))
+        # decoded text, a document at a time (files are decompressed and decoded as for the cache); the
+        # vocabulary depends on the words only, so documents split by the configured boundary are shorter
+        # strings and the same vocabulary
+        s = self.settings
+        sentences = (" ".join(doc) for doc in iter_documents(self.files, s.encoding_fallback, s.doc_boundary,
+                                                             s.document_regex, s.line_is_sentence,
+                                                             boundaries=s.file_boundaries))
         tokenizer = train_wordpiece(sentences, spec.vocab_size, spec.min_frequency, spec.limit_alphabet,
                                     spec.lowercase, spec.strip_accents)
         save_vocab(tokenizer, directory)
@@ -123,7 +183,10 @@ class PretrainingDataModule(VocabularyDataModule):
     @property
     def corpus_dir(self) -> Path:
         vocab_hash = config_key(vocab_list(self.tokenizer), self.lowercase)
-        key = config_key(self.data_checksums, vocab_hash, self.settings.__dict__)
+        settings = dict(self.settings.__dict__)
+        if settings["file_boundaries"] is None:  # absent from the keys of caches built before it existed
+            del settings["file_boundaries"]
+        key = config_key(self.input_key, vocab_hash, settings)
         return self.cache_dir / "corpus" / key
 
     def prepare_data(self) -> None:
@@ -131,6 +194,17 @@ class PretrainingDataModule(VocabularyDataModule):
         super().prepare_data()
         atomic_directory(self.corpus_dir,
                          lambda d: build_corpus_cache(self.files, self.tokenizer, d, self.settings, self.data_checksums))
+
+    @property
+    def data_report(self) -> dict | None:
+        """The corpus cache's report (JSON): files by format, documents, tokens, tokens dropped by
+        truncation, files decoded with the encoding fallback and their replaced bytes, tokens per
+        second of the build (see :mod:`bert_exp.data.corpus`); None before the cache exists."""
+        try:
+            meta = json.loads((self.corpus_dir / "meta.json").read_text())
+        except FileNotFoundError:
+            return None
+        return {**meta.get("report", {}), "cache": str(self.corpus_dir)}
 
     def setup(self, stage: str | None = None) -> None:
         directory = self.corpus_dir

@@ -1,7 +1,11 @@
 """The catalog of public data sets: where each is downloaded from, its checksums, and the files it
 provides under the data directory (the layout the DataModules read). One YAML file per data set in
 ``catalog/``; ``$BERT_EXP_CATALOG`` adds files or folders of more (a mirror, a private corpus), and an
-entry there replaces the packaged one of the same name."""
+entry there replaces the packaged one of the same name.
+
+An entry with no ``downloads`` and a ``manual`` text describes a data set this tool cannot fetch (e.g.
+derived files shared on a machine): ``download NAME`` and a missing input print that text, which says
+where the data comes from and how to put it in place."""
 
 from __future__ import annotations
 
@@ -69,6 +73,7 @@ class DataSource:
     downloads: list[Download]
     files: dict[str, str | None]  # relative path -> sha256 (None: recorded at download)
     origin: Path = field(compare=False)
+    manual: str | None = None  # not downloadable: where the data comes from and how to install it
 
     def provides(self, pattern: str) -> str | None:
         """The data directory under which ``pattern`` (a path or glob) names files of this data set."""
@@ -93,7 +98,7 @@ def _load_entry(path: Path) -> DataSource:
         fail(f"cannot be read: {err}")
     if not isinstance(raw, dict) or not isinstance(raw.get("downloads"), list) or not isinstance(raw.get("files"), dict):
         fail("expected a mapping with 'downloads' (a list) and 'files' (path: sha256)")
-    unknown = set(raw) - {"description", "downloads", "files"}
+    unknown = set(raw) - {"description", "downloads", "files", "manual"}
     if unknown:
         fail(f"unknown keys {sorted(unknown)}")
     files = {str(k): (str(v) if v else None) for k, v in raw["files"].items()}
@@ -120,7 +125,13 @@ def _load_entry(path: Path) -> DataSource:
             if unchecked or (download.path and download.path not in files):
                 fail(f"{where}: sha256 is null, so every file it provides needs a sha256 under 'files'")
         downloads.append(download)
-    return DataSource(path.stem, str(raw.get("description", "")), downloads, files, path)
+    manual = raw.get("manual")
+    if manual is not None and (not isinstance(manual, str) or not manual.strip()):
+        fail("'manual' must be a text saying where the data comes from")
+    if not downloads and manual is None:
+        fail("no downloads: give 'manual' (where to get the data and how to put it in place)")
+    return DataSource(path.stem, str(raw.get("description", "")), downloads, files, path,
+                      " ".join(manual.split()) if manual else None)
 
 
 def catalog_paths() -> list[Path]:

@@ -28,6 +28,16 @@ RECORD = ".bert_exp-checksums.json"  # sha256 of files whose catalog entry has n
 class DownloadError(UserError, OSError):
     """A download or unpacking that failed; the message names the URL or file and what to do."""
 
+class ManualDataError(DataMissingError):
+    """A data set that this tool cannot download (its catalog entry says where it comes from)."""
+
+
+def manual_message(source: DataSource, data_dir: Path) -> str:
+    missing = [rel for rel in source.files if not (data_dir / rel).is_file()]
+    return (f"{source.name}: cannot be downloaded by this tool ({len(missing)} of {len(source.files)} files missing "
+            f"under {data_dir}, e.g. {missing[0] if missing else '-'}). {source.manual}")
+
+
 # -- downloading -----------------------------------------------------------------------------------
 
 class ResumableDownloader:
@@ -178,6 +188,10 @@ def fetch(source: DataSource, data_dir: str | Path | None = None, force: bool = 
     before = file_status(source, data_dir)
     if not force and all(s.state in ("ok", "unverified") for s in before):
         return "already present"
+    if source.manual is not None and not source.downloads:
+        if all(s.state in ("ok", "unverified") for s in before):
+            return "already present (not downloadable: --force cannot fetch it again)"
+        raise ManualDataError(manual_message(source, data_dir))
     todo = {s.rel for s in before if force or s.state in ("missing", "corrupt")}
     hashes: dict[str, str] = {}
     for download in source.downloads:
@@ -255,6 +269,11 @@ def require_inputs(specs: list[str], download: bool = True, wait: bool = False, 
         raise DataMissingError("\n".join(
             [f"missing input: {spec} (no data set in the catalog provides it; put the file there or point "
              f"the data config at it)" for spec in unknown]))
+    manual = {key: source for key, source in plan.items() if source.manual is not None and not source.downloads}
+    if manual:
+        raise ManualDataError("\n".join(
+            [f"missing input: {spec}" for spec in missing]
+            + [manual_message(source, Path(root).resolve()) for (_, root), source in manual.items()]))
     if download:
         for (_, root), source in plan.items():
             try:

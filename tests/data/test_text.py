@@ -66,7 +66,8 @@ def test_expand_inputs(tmp_path):
     (tmp_path / "d" / "sub").mkdir(parents=True)
     for name in ("d/a.txt", "d/sub/b.txt", "d/c.md", "e.txt"):
         (tmp_path / name).write_text("x")
-    assert [p.name for p in expand_inputs(str(tmp_path / "d"))] == ["a.txt", "c.md", "b.txt"]
+    # a directory skips files that are not corpus text (README, *.md, *.json[l], checksums)
+    assert [p.name for p in expand_inputs(str(tmp_path / "d"))] == ["a.txt", "b.txt"]
     assert [p.name for p in expand_inputs([str(tmp_path / "d/**/*.txt"), str(tmp_path / "e.txt")])] == ["a.txt", "b.txt", "e.txt"]
     with pytest.raises(CorpusError, match="nothing.txt' does not exist"):
         expand_inputs([str(tmp_path / "nothing.txt")])
