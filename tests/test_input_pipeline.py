@@ -7,7 +7,7 @@ import torch
 from bert_exp.bench.steps import build_ours, loss_ours, make_step, random_batch
 from bert_exp.data.masking import PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
-from test_masking import synthetic_samples
+from helpers import synthetic_samples
 
 TINY = BertConfig(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512)
 

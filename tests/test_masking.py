@@ -5,20 +5,9 @@ import pytest
 import torch
 
 from bert_exp.data.masking import IGNORE_INDEX, PretrainingCollator, SpecialIds, mask_tokens
+from helpers import synthetic_samples
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=30522)
-
-
-def synthetic_samples(n, seed=0, max_len=128):
-    """[CLS] A [SEP] B [SEP] samples of varied lengths, with ids that are never special."""
-    rng = np.random.default_rng(seed)
-    samples = []
-    for _ in range(n):
-        a, b = rng.integers(1, max_len // 2 - 2, size=2)
-        ids = np.concatenate([[2], rng.integers(5, 30522, a), [3], rng.integers(5, 30522, b), [3]])
-        samples.append({"input_ids": ids, "token_type_ids": np.r_[np.zeros(a + 2), np.ones(b + 1)].astype(int),
-                        "next_sentence_label": int(rng.integers(0, 2))})
-    return samples
 
 
 def test_masking_rates_over_100k_tokens():

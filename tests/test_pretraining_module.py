@@ -7,7 +7,7 @@ import transformers
 from bert_exp.data.masking import IGNORE_INDEX, PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
 from bert_exp.tasks import PretrainingModule, linear_warmup_decay, parameter_groups
-from test_masking import synthetic_samples
+from helpers import synthetic_samples
 
 CONFIG = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=256)
