@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -39,3 +40,15 @@ def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 600, env: d
 def is_png(path: Path) -> bool:
     """A PNG file with something drawn in it (an empty figure is a few kB)."""
     return path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+
+
+def synthetic_samples(n, seed=0, max_len=128):
+    """[CLS] A [SEP] B [SEP] samples of varied lengths, with ids that are never special."""
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(n):
+        a, b = rng.integers(1, max_len // 2 - 2, size=2)
+        ids = np.concatenate([[2], rng.integers(5, 30522, a), [3], rng.integers(5, 30522, b), [3]])
+        samples.append({"input_ids": ids, "token_type_ids": np.r_[np.zeros(a + 2), np.ones(b + 1)].astype(int),
+                        "next_sentence_label": int(rng.integers(0, 2))})
+    return samples

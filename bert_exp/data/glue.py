@@ -59,6 +59,33 @@ def read_tsv(path: str | Path, text_columns: list[int], label_column: int | None
     return examples
 
 
+def pop_from_longer(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
+    """The lengths google-research/bert's ``_truncate_seq_pair`` leaves: one token at a time from the end
+    of the longer sequence (of the second when equal) until the pair fits in ``budget``."""
+    while len_a + len_b > budget:
+        if len_a > len_b:
+            len_a -= 1
+        else:
+            len_b -= 1
+    return len_a, len_b
+
+
+def encode_pairs_google(tokenizer, pairs: list[tuple[str, str]], max_seq_length: int) -> list:
+    """[CLS] A [SEP] B [SEP] encodings with the pair cut as the original BERT's ``_truncate_seq_pair``
+    does (tokenizers' ``longest_first`` gives the odd token to the longer input instead)."""
+    tokenizer.no_truncation()
+    budget = max_seq_length - tokenizer.num_special_tokens_to_add(is_pair=True)
+    firsts = tokenizer.encode_batch([a for a, _ in pairs], add_special_tokens=False)
+    seconds = tokenizer.encode_batch([b for _, b in pairs], add_special_tokens=False)
+    encodings = []
+    for first, second in zip(firsts, seconds):
+        len_a, len_b = pop_from_longer(len(first.ids), len(second.ids), budget)
+        first.truncate(len_a)
+        second.truncate(len_b)
+        encodings.append(tokenizer.post_process(first, second))
+    return encodings
+
+
 class GlueDataModule(VocabularyDataModule):
     """Train file + one or more named validation files; single sentences or pairs (two text columns)."""
 
@@ -83,8 +110,12 @@ class GlueDataModule(VocabularyDataModule):
         group_by_length: bool = False,
         seed: int = 0,
         pad_to_max_length: bool = False,
+        pair_truncation: str = "longest_first",
     ):
         super().__init__(vocab_file, lowercase, download)
+        if pair_truncation not in ("longest_first", "google"):
+            raise ValueError(f"data.pair_truncation={pair_truncation!r}: expected longest_first or google")
+        self.pair_truncation = pair_truncation
         if not 1 <= len(text_columns) <= 2:
             raise ValueError("data.text_columns: one column (single sentences) or two (pairs)")
         self.train_file, self.val_files = train_file, dict(val_files)
@@ -110,9 +141,12 @@ class GlueDataModule(VocabularyDataModule):
 
     def encode(self, examples: list[Example]) -> EncodedDataset:
         tokenizer = self.tokenizer
-        tokenizer.enable_truncation(max_length=self.max_seq_length)
-        inputs = [e.texts if len(e.texts) == 2 else e.texts[0] for e in examples]
-        encodings = tokenizer.encode_batch(inputs)
+        if self.pair_truncation == "google" and len(self.text_columns) == 2:
+            encodings = encode_pairs_google(tokenizer, [tuple(e.texts) for e in examples], self.max_seq_length)
+        else:
+            tokenizer.enable_truncation(max_length=self.max_seq_length)
+            inputs = [e.texts if len(e.texts) == 2 else e.texts[0] for e in examples]
+            encodings = tokenizer.encode_batch(inputs)
         dtype = torch.float32 if self.num_labels == 1 else torch.int64
         return EncodedDataset([{"input_ids": enc.ids, "token_type_ids": enc.type_ids, "label": e.label, "dtype": dtype}
                                for enc, e in zip(encodings, examples)])

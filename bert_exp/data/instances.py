@@ -3,8 +3,9 @@
 The corpus is one flat token array; a document is the array of its sentence boundaries (global token
 offsets, ``len = sentences + 1``). An instance is five integers ``(a_start, a_len, b_start, b_len,
 is_random_next)`` pointing into the flat array, so the cache never copies tokens. The algorithm is the
-original's step for step, consuming the random generator identically (a test compares it with the
-original on token lists), with two documented options:
+original's step for step, consuming the random generator identically (``tests/data/`` states the
+behaviour as invariants and pins golden instances that equalled the original's when made), with two
+documented options:
 
 * ``short_seq_per_document``: the original draws the short target length once per *document*, which
   suits many short documents (Wikipedia articles); with book-length documents that makes whole books

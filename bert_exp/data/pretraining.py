@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 from .base import VocabularyDataModule
 from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
 from .hashing import config_key
-from .masking import PretrainingCollator
+from .masking import PretrainingCollator, continuation_table
 from .text import CorpusError, detect_format, expand_inputs, iter_documents
 from .tokenizer import (
     atomic_directory,
@@ -73,6 +73,8 @@ class PretrainingDataModule(VocabularyDataModule):
         max_seq_length: int = 128,
         max_predictions_per_seq: int = 20,
         masked_lm_prob: float = 0.15,
+        count_special_tokens: bool = False,
+        whole_word: bool = False,
         short_seq_prob: float = 0.1,
         short_seq_per_document: bool = False,
         nsp: bool = True,
@@ -108,6 +110,8 @@ class PretrainingDataModule(VocabularyDataModule):
         )
         self.max_predictions_per_seq = max_predictions_per_seq
         self.masked_lm_prob = masked_lm_prob
+        self.count_special_tokens = count_special_tokens
+        self.whole_word = whole_word
         self.masking = masking
         self.pad_to_max_length = pad_to_max_length
         self.batch_size = batch_size
@@ -221,6 +225,8 @@ class PretrainingDataModule(VocabularyDataModule):
         self.collator = PretrainingCollator(
             special, self.masked_lm_prob, self.max_predictions_per_seq,
             pad_to=self.settings.max_seq_length if self.pad_to_max_length else None, static=static,
+            count_special_tokens=self.count_special_tokens,
+            continuation=continuation_table(self.tokenizer.get_vocab()) if self.whole_word else None,
         )
 
     # -- loaders -------------------------------------------------------------------------------

@@ -6,6 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 
 
+OURS_ONLY = ("initializer",)  # fields HuggingFace's BertConfig does not have
+
+
 @dataclass
 class BertConfig:
     vocab_size: int = 30522
@@ -21,6 +24,10 @@ class BertConfig:
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
     initializer_range: float = 0.02
+    # weights drawn from normal(0, initializer_range) ("normal", HuggingFace's), or from it truncated
+    # at 2 initializer_range ("truncated_normal", BERT's original; std 0.88 initializer_range).
+    # Ours alone: left out of an exported HuggingFace config.json.
+    initializer: str = "normal"
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
 
@@ -32,6 +39,8 @@ class BertConfig:
             )
         if self.hidden_act not in ("gelu", "gelu_tanh"):
             raise ValueError(f"model.hidden_act={self.hidden_act!r}: expected 'gelu' or 'gelu_tanh'")
+        if self.initializer not in ("normal", "truncated_normal"):
+            raise ValueError(f"model.initializer={self.initializer!r}: expected 'normal' or 'truncated_normal'")
 
     @property
     def head_dim(self) -> int:
@@ -39,6 +48,10 @@ class BertConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def hf_dict(self) -> dict:
+        """The fields a HuggingFace BertConfig has (ours alone left out)."""
+        return {k: v for k, v in self.to_dict().items() if k not in OURS_ONLY}
 
     @classmethod
     def from_dict(cls, values: dict) -> "BertConfig":

@@ -97,7 +97,7 @@ def load_hf_directory(path: Path) -> Checkpoint:
 
 
 def hf_config_dict(ckpt: Checkpoint) -> dict:
-    values = ckpt.config.to_dict()
+    values = ckpt.config.hf_dict()
     values["hidden_act"] = ACTIVATIONS_OUT[values["hidden_act"]]
     values.update(architectures=[HEADS[ckpt.head]], model_type="bert", position_embedding_type="absolute")
     if ckpt.head == "classification":

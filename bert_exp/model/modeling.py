@@ -149,18 +149,26 @@ class BertPooler(nn.Module):
 
 
 class BertPreTrainedModel(nn.Module):
-    """Shared initialisation: normal(0, initializer_range) weights, zero biases, LayerNorm 1/0."""
+    """Shared initialisation: normal(0, initializer_range) weights (truncated at two standard deviations
+    with ``initializer="truncated_normal"``, as the original's ``truncated_normal_initializer``), zero
+    biases, LayerNorm 1/0."""
 
     config: BertConfig
 
-    def _init_weights(self, module: nn.Module) -> None:
+    def _normal_(self, weight: torch.Tensor) -> None:
         std = self.config.initializer_range
+        if self.config.initializer == "truncated_normal":
+            nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
+        else:
+            nn.init.normal_(weight, mean=0.0, std=std)
+
+    def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
+            self._normal_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
+            self._normal_(module.weight)
             if module.padding_idx is not None:
                 with torch.no_grad():
                     module.weight[module.padding_idx].zero_()

@@ -1,5 +1,14 @@
 """BERT's optimisation recipe: AdamW without weight decay on biases and LayerNorm, linear warmup then
-linear decay to zero."""
+linear decay to zero.
+
+Two shapes of the schedule after warm-up (``decay``):
+
+* ``huggingface`` (default; transformers' ``get_linear_schedule_with_warmup``): warm-up
+  ``(step + 1) / W``, then ``(T - step) / (T - W)``, a straight line from the peak at W to 0 at T;
+* ``google`` (the original BERT, ``optimization.py``): ``polynomial_decay`` of power 1 over all T steps,
+  ``1 - step / T``, with warm-up ``step / W`` overriding the first W steps. After warm-up the rate is
+  ``(T - W) / T`` times HuggingFace's, so it drops from ``1 - W/T`` of the peak at step W.
+"""
 
 from __future__ import annotations
 
@@ -28,22 +37,32 @@ def linear_warmup_decay(
     total_steps: int,
     warmup_steps: int | None = None,
     warmup_ratio: float | None = None,
+    decay: str = "huggingface",
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """lr * step/warmup during warmup, then linearly down to 0 at ``total_steps``.
 
-    Give ``warmup_steps`` (pre-training: 10k) or ``warmup_ratio`` (fine-tuning: 0.1 of all steps).
+    Give ``warmup_steps`` (pre-training: 10k) or ``warmup_ratio`` (fine-tuning: 0.1 of all steps);
+    ``decay`` is ``huggingface`` or ``google`` (see the module's docstring). ``step`` is the number of
+    optimizer steps taken before the one the factor applies to (TF's ``global_step``).
     """
     if warmup_steps is not None and warmup_ratio is not None:
         raise ValueError("give optim.scheduler.warmup_steps or optim.scheduler.warmup_ratio, not both")
+    if decay not in ("huggingface", "google"):
+        raise ValueError(f"optim.scheduler.decay={decay!r}: expected huggingface or google")
     warmup = warmup_steps if warmup_steps is not None else round((warmup_ratio or 0.0) * total_steps)
     total_steps = max(total_steps, 1)
+
+    def google(step: int) -> float:
+        if step < warmup:
+            return step / warmup
+        return max(0.0, 1.0 - min(step, total_steps) / total_steps)
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, google if decay == "google" else factor)
 
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]

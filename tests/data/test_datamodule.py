@@ -123,3 +123,28 @@ def test_cache_build_memory_does_not_grow_with_the_corpus(data_dir, tmp_path):
         tracemalloc.stop()
         assert np.load(out / "tokens.npy", mmap_mode="r").shape[0] > 40_000 * 4 * scale
     assert peaks[4] < 1.5 * peaks[1], peaks
+
+
+def test_whole_word_masking_on_the_real_vocabulary(data_dir, cache_dir):
+    """data.whole_word: the collator gets the vocabulary's ## pieces, and masks them with their word."""
+    dm = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
+                               tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
+                               batch_size=16, val_fraction=0.1, whole_word=True, count_special_tokens=True)
+    dm.setup("fit")
+    vocab = dm.tokenizer.get_vocab()
+    table = dm.collator.continuation
+    assert dm.collator.count_special_tokens and table.sum() == sum(t.startswith("##") for t in vocab)
+    batch = next(iter(dm.train_dataloader()))
+    ids, positions, labels = batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_labels"]
+    original = ids.clone()
+    chosen = torch.zeros_like(ids, dtype=torch.bool)
+    for row in range(len(ids)):
+        keep = labels[row] != IGNORE_INDEX
+        chosen[row, positions[row][keep]] = True
+        original[row, positions[row][keep]] = labels[row][keep]
+    special = dm.special_ids
+    previous = original[:, :-1]
+    after_a_word = (previous != special.pad) & (previous != special.cls) & (previous != special.sep)
+    pieces = table[original][:, 1:] & after_a_word  # a ## piece continuing the word before it
+    assert pieces.any()  # words of several pieces occur
+    assert torch.equal(chosen[:, 1:][pieces], chosen[:, :-1][pieces]), "a piece masked apart from its word"

@@ -72,3 +72,33 @@ def test_tokenizer_ids_equal_bert_tokenizer_fast_on_all_cola_dev_and_squad_dev(d
     got = [e.ids for e in ours.encode_batch(texts)]
     mismatches = [t for t, a, b in zip(texts, got, expected) if a != b]
     assert not mismatches, mismatches[:3]
+
+
+def test_pair_truncation_as_the_original(tmp_path):
+    """Budget 9 (12 - [CLS] [SEP] [SEP]) for a pair of 10 and 20 tokens. The original pops from the
+    longer, the second on ties: 10/20 -> 10/10 -> then alternately -> 5/4. tokenizers' longest_first
+    gives the shorter input half the budget and the odd token to the longer: 4/5."""
+    from bert_exp.data.glue import pop_from_longer
+
+    assert pop_from_longer(10, 20, 9) == (5, 4)
+    assert pop_from_longer(20, 3, 9) == (6, 3) and pop_from_longer(3, 4, 9) == (3, 4)
+    assert pop_from_longer(7, 7, 9) == (5, 4) and pop_from_longer(8, 2, 9) == (7, 2)
+    first = " ".join(["one"] * 10)
+    second = " ".join(["two"] * 20)
+    train = write(tmp_path, "train.tsv", f"{first}\t{second}\t1\nshort one\tshort two\t0\n")
+    lengths = {}
+    for mode in ("longest_first", "google"):
+        dm = GlueDataModule(str(train), {"dev": str(train)}, text_columns=[0, 1], label_column=2,
+                            vocab_file=str(minilm_dir() / "vocab.txt"), max_seq_length=12, pair_truncation=mode)
+        dm.setup()
+        tok = dm.tokenizer
+        one, two = tok.token_to_id("one"), tok.token_to_id("two")
+        long_pair, short_pair = dm.datasets["train"][0], dm.datasets["train"][1]
+        ids = long_pair["input_ids"]
+        assert len(ids) == 12 and ids[0] == tok.token_to_id("[CLS]") and ids[-1] == tok.token_to_id("[SEP]")
+        lengths[mode] = (ids.count(one), ids.count(two))
+        assert long_pair["token_type_ids"] == [0] * (lengths[mode][0] + 2) + [1] * (lengths[mode][1] + 1)
+        assert len(short_pair["input_ids"]) == 7  # an untruncated pair is the same either way
+    assert lengths == {"longest_first": (4, 5), "google": (5, 4)}
+    with pytest.raises(ValueError, match="data.pair_truncation='tf'"):
+        GlueDataModule(str(train), {}, text_columns=[0], label_column=2, pair_truncation="tf")

@@ -5,20 +5,9 @@ import pytest
 import torch
 
 from bert_exp.data.masking import IGNORE_INDEX, PretrainingCollator, SpecialIds, mask_tokens
+from helpers import synthetic_samples
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=30522)
-
-
-def synthetic_samples(n, seed=0, max_len=128):
-    """[CLS] A [SEP] B [SEP] samples of varied lengths, with ids that are never special."""
-    rng = np.random.default_rng(seed)
-    samples = []
-    for _ in range(n):
-        a, b = rng.integers(1, max_len // 2 - 2, size=2)
-        ids = np.concatenate([[2], rng.integers(5, 30522, a), [3], rng.integers(5, 30522, b), [3]])
-        samples.append({"input_ids": ids, "token_type_ids": np.r_[np.zeros(a + 2), np.ones(b + 1)].astype(int),
-                        "next_sentence_label": int(rng.integers(0, 2))})
-    return samples
 
 
 def test_masking_rates_over_100k_tokens():
@@ -114,3 +103,85 @@ def test_short_sequences(length):
     cand = ids > 4
     masked, positions, labels = mask_tokens(ids, cand, SPECIAL, 0.15, 20)
     assert positions.shape == (2, 20) and torch.all((labels != IGNORE_INDEX).sum(1) >= 1)
+
+
+def test_count_special_tokens_as_the_original():
+    """512 tokens, 3 of them [CLS]/[SEP]: round(0.15 * 509) = 76 of the candidates; the original's
+    round(0.15 * 512) = 77 counts the specials too (still choosing among the candidates)."""
+    ids = torch.randint(5, 1000, (4, 512))
+    ids[:, 0], ids[:, 300], ids[:, 511] = 2, 3, 3
+    sample = [{"input_ids": row.numpy(), "token_type_ids": np.zeros(512, dtype=int), "next_sentence_label": 0}
+              for row in ids]
+    ours = PretrainingCollator(SPECIAL, 0.15, 80)(sample)
+    google = PretrainingCollator(SPECIAL, 0.15, 80, count_special_tokens=True)(sample)
+    assert ((ours["masked_lm_labels"] != IGNORE_INDEX).sum(1) == 76).all()
+    assert ((google["masked_lm_labels"] != IGNORE_INDEX).sum(1) == 77).all()
+    chosen = google["masked_lm_positions"][google["masked_lm_labels"] != IGNORE_INDEX]
+    assert not ((chosen == 0) | (chosen == 300) | (chosen == 511)).any()
+    # padding does not count
+    short = [{"input_ids": np.r_[2, np.arange(10, 27), 3], "token_type_ids": np.zeros(19, dtype=int),
+              "next_sentence_label": 0}, sample[0]]
+    batch = PretrainingCollator(SPECIAL, 0.15, 80, count_special_tokens=True)(short)
+    assert (batch["masked_lm_labels"] != IGNORE_INDEX).sum(1).tolist() == [3, 77]  # round(2.85), not round(17 * .15)
+
+
+def test_continuation_table():
+    from bert_exp.data.masking import continuation_table
+
+    table = continuation_table({"[PAD]": 0, "play": 1, "##ing": 2, "##s": 3, "run": 5})
+    assert table.tolist() == [False, False, True, True, False, False]
+
+
+def test_whole_word_masking_takes_all_pieces_of_a_word_or_none():
+    """Hand-made words: id 100+k starts a word, 900+ are ## pieces (words of 1 to 4 pieces)."""
+    from bert_exp.data.masking import continuation_table
+
+    vocab = {f"w{k}": 100 + k for k in range(50)} | {f"##p{k}": 900 + k for k in range(50)}
+    table = continuation_table(vocab)
+    rng = np.random.default_rng(0)
+    sizes = [int(n) for n in rng.integers(1, 5, size=40)]
+    words = [[100 + k % 50] + [900 + (k + j) % 50 for j in range(1, n)] for k, n in enumerate(sizes)]
+    pieces = [t for w in words for t in w]
+    ids = torch.tensor([[2, *pieces[:60], 3, *pieces[60:], 3]])
+    # the word each position belongs to (-1: [CLS]/[SEP])
+    word_of = [-1] + [k for k, w in enumerate(words) for _ in w][:60] + [-1] + \
+        [k for k, w in enumerate(words) for _ in w][60:] + [-1]
+    # a word cut by the [SEP] after 60 pieces is two words
+    cut = word_of[60]
+    word_of = [w + 1000 if (w == cut and i > 61) else w for i, w in enumerate(word_of)]
+    candidates = (ids != 2) & (ids != 3)
+    counts = []
+    for seed in range(200):
+        masked, positions, labels = mask_tokens(ids, candidates, SPECIAL, 0.15, 40, continuation=table,
+                                                generator=torch.Generator().manual_seed(seed))
+        chosen = set(positions[labels != IGNORE_INDEX].tolist())
+        assert all(word_of[i] != -1 for i in chosen)
+        chosen_words = {word_of[i] for i in chosen}
+        for w in chosen_words:
+            assert {i for i, v in enumerate(word_of) if v == w} <= chosen, "part of a word masked"
+        target = round(0.15 * int(candidates.sum()))
+        assert len(chosen) <= target
+        assert target - len(chosen) < 4  # only words that would overshoot are passed over
+        counts.append(len(chosen_words))
+        assert torch.equal(labels[labels != IGNORE_INDEX], ids[0, positions[labels != IGNORE_INDEX]])
+    assert len(set(counts)) > 1  # the words differ between draws
+    # without the table the same call masks single pieces
+    _, positions, labels = mask_tokens(ids, candidates, SPECIAL, 0.15, 40, generator=torch.Generator().manual_seed(0))
+    assert (labels != IGNORE_INDEX).sum() == round(0.15 * int(candidates.sum()))
+
+
+def test_whole_word_masking_in_the_collator_over_a_batch():
+    from bert_exp.data.masking import continuation_table
+
+    table = continuation_table({f"##{k}": k for k in range(5000, 30522)} | {"a": 5})
+    samples = synthetic_samples(32, seed=3)  # ids 5..30521: about 5 in 6 are ## pieces, long words
+    batch = PretrainingCollator(SPECIAL, 0.15, 20, continuation=table)(samples)
+    labels, positions = batch["masked_lm_labels"], batch["masked_lm_positions"]
+    for row, sample in enumerate(samples):
+        original = torch.as_tensor(sample["input_ids"])
+        chosen = positions[row][labels[row] != IGNORE_INDEX]
+        is_chosen = torch.zeros(len(original), dtype=torch.bool)
+        is_chosen[chosen] = True
+        piece = table[original] & torch.cat([torch.tensor([False]), (original[:-1] > 3)])
+        # a ## piece is chosen exactly when the token before it is
+        assert torch.equal(is_chosen[1:][piece[1:]], is_chosen[:-1][piece[1:]])

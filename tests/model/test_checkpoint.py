@@ -145,3 +145,20 @@ def test_mismatches_are_clear_errors(tmp_path):
     (tmp_path / "cfg" / "config.json").write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(CheckpointError, match="neither model.safetensors nor pytorch_model.bin"):
         load_checkpoint(tmp_path / "cfg")
+
+
+def test_our_own_config_fields_stay_out_of_the_exported_config_json(tmp_path):
+    from bert_exp.model import BertConfig, BertForPreTraining
+    from bert_exp.model.checkpoint import hf_config_dict
+
+    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, initializer="truncated_normal")
+    exported = hf_config_dict(Checkpoint(config, {}, head="pretraining"))
+    assert "initializer" not in exported and exported["initializer_range"] == 0.02
+    assert set(exported) - set(transformers.BertConfig().to_dict()) <= {"architectures", "position_embedding_type"}
+    model = BertForPreTraining(config)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]
+    save_hf_directory(Checkpoint(config, model.state_dict(), vocab, True, "pretraining"), tmp_path / "out")
+    assert "initializer" not in json.loads((tmp_path / "out" / "config.json").read_text())
+    theirs, info = transformers.BertForPreTraining.from_pretrained(tmp_path / "out", output_loading_info=True)
+    assert not info["missing_keys"] and not hasattr(theirs.config, "initializer")

@@ -16,7 +16,7 @@ def config_for(layers, hidden, heads, vocab=30522, **kw) -> BertConfig:
 
 
 def hf_model(config: BertConfig, cls=transformers.BertForPreTraining):
-    return cls(transformers.BertConfig(**config.to_dict()))
+    return cls(transformers.BertConfig(**config.hf_dict()))
 
 
 @pytest.mark.parametrize("size", list(SIZES))
@@ -99,6 +99,34 @@ def test_initialisation_follows_bert():
     assert model.cls.predictions.decoder.bias is model.cls.predictions.bias
     assert emb.LayerNorm.eps == 1e-12
     assert model.bert.encoder.layer[0].output.dropout.p == 0.1
+
+
+def test_truncated_normal_initialisation_as_the_original():
+    """The original's truncated_normal_initializer(0.02): normal draws beyond 2 sigma redrawn, so every
+    weight lies within 2 sigma and the std is 0.02 * 0.8796 (that of a normal truncated at +-2)."""
+    sigma = 0.02
+    model = BertForPreTraining(config_for(1, 256, 4, initializer="truncated_normal"))
+    words = model.bert.embeddings.word_embeddings.weight.detach()[1:]  # 7.8M weights ([PAD] is 0)
+    assert words.abs().max() <= 2 * sigma
+    assert words.std().item() == pytest.approx(0.8796 * sigma, rel=0.005)
+    assert words.mean().abs() < 1e-4
+    for name, param in model.named_parameters():
+        if name.endswith("weight") and "LayerNorm" not in name:
+            assert param.abs().max() <= 2 * sigma, name
+    default = BertForPreTraining(config_for(1, 256, 4)).bert.embeddings.word_embeddings.weight.detach()[1:]
+    assert default.abs().max() > 4 * sigma and default.std().item() == pytest.approx(sigma, rel=0.005)
+
+
+def test_the_initializer_is_a_model_option():
+    from hydra.utils import instantiate
+
+    from helpers import compose_config
+
+    cfg = compose_config(["+model.initializer=truncated_normal"])
+    assert instantiate(cfg.model, vocab_size=100).initializer == "truncated_normal"
+    assert instantiate(compose_config([]).model, vocab_size=100).initializer == "normal"
+    with pytest.raises(ValueError, match="model.initializer='xavier'"):
+        BertConfig(initializer="xavier")
 
 
 def test_attention_uses_sdpa(monkeypatch):

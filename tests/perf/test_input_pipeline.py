@@ -8,7 +8,7 @@ import torch
 from bert_exp.tools.bench.steps import build_ours, loss_ours, make_step, random_batch
 from bert_exp.data.masking import PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
-from test_masking import synthetic_samples
+from helpers import synthetic_samples
 
 pytestmark = pytest.mark.perf  # timing: run with `pytest -m perf` on an otherwise idle machine
 

@@ -7,7 +7,7 @@ import transformers
 from bert_exp.data.masking import IGNORE_INDEX, PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
 from bert_exp.tasks import PretrainingModule, linear_warmup_decay, parameter_groups
-from test_masking import synthetic_samples
+from helpers import synthetic_samples
 
 CONFIG = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=256)
@@ -62,6 +62,52 @@ def test_linear_warmup_then_linear_decay(warmup_steps, warmup_ratio, warmup):
     assert all(a > b for a, b in zip(lrs[warmup:-1], lrs[warmup + 1:]))
     with pytest.raises(ValueError, match="not both"):
         linear_warmup_decay(opt, 100, warmup_steps=1, warmup_ratio=0.1)
+
+
+def google_bert_lr(step, init_lr, total, warmup):
+    """google-research/bert optimization.py, written out: polynomial_decay(init_lr, global_step, total,
+    end_learning_rate=0, power=1) = init_lr * (1 - min(step, total) / total), and while
+    global_step < warmup the warm-up rate init_lr * global_step / warmup instead."""
+    if step < warmup:
+        return init_lr * step / warmup
+    return init_lr * (1 - min(step, total) / total)
+
+
+def scheduled_lrs(sched, opt, steps):
+    lrs = []
+    for _ in range(steps):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return lrs
+
+
+def test_google_decay_is_the_original_polynomial_decay():
+    init_lr, total, warmup = 1e-4, 1000, 100
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=init_lr)
+    google = scheduled_lrs(linear_warmup_decay(opt, total, warmup_steps=warmup, decay="google"), opt, total + 5)
+    for step in (0, 1, 50, 99, 100, 101, 250, 500, 999, 1000, 1004):
+        assert google[step] == pytest.approx(google_bert_lr(step, init_lr, total, warmup), abs=1e-15), step
+    assert google[100] == pytest.approx(0.9 * init_lr) and google[0] == 0.0
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=init_lr)
+    ours = scheduled_lrs(linear_warmup_decay(opt, total, warmup_steps=warmup), opt, total)
+    # after warm-up ours (HuggingFace's) is T / (T - W) times the original's
+    for step in (100, 300, 700, 999):
+        assert ours[step] == pytest.approx(google[step] * total / (total - warmup))
+    with pytest.raises(ValueError, match="decay='tf'"):
+        linear_warmup_decay(opt, total, warmup_steps=warmup, decay="tf")
+
+
+def test_the_decay_is_configured():
+    from hydra.utils import instantiate
+
+    from helpers import compose_config
+
+    assert compose_config([]).optim.scheduler.decay == "huggingface"
+    cfg = compose_config(["optim.scheduler.decay=google", "optim.scheduler.warmup_steps=10"])
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    lrs = scheduled_lrs(instantiate(cfg.optim.scheduler)(opt, total_steps=100), opt, 20)
+    assert lrs[5] == pytest.approx(0.5) and lrs[10] == pytest.approx(0.9)
 
 
 def test_initialise_from_the_checkpoint_of_another_run(tmp_path):
