@@ -27,7 +27,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .callbacks import TokenThroughput
 from .checkpoint_io import AtomicCheckpointIO
-from .validation import validate_config
+from .budget import Budget, BudgetClock, parse_budget
+from .validation import RUNNER_TRAINER_KEYS, validate_config
 from .config_tree import show_config
 from ..data.tokenizer import vocab_list
 from ..tools.info import package_versions
@@ -128,7 +129,8 @@ def run(cfg: DictConfig) -> float | None:
         datamodule = build_data(cfg, placement, init)
         vocab = vocab_list(datamodule.tokenizer)
         module = build_task_module(cfg, datamodule, vocab, init)
-        trainer, loggers, throughput = build_trainer(cfg, placement)
+        budget = make_budget(cfg, module)
+        trainer, loggers, throughput = build_trainer(cfg, placement, budget)
         record = RunRecord.start(cfg, job, trainer, datamodule, module, init, loggers)
         return fit(cfg, trainer, module, datamodule, job.ckpt_path, record, throughput, loggers)
 
@@ -181,14 +183,30 @@ def build_data(cfg: DictConfig, placement, init=None):
     return datamodule
 
 
-def build_trainer(cfg: DictConfig, placement):
+def make_budget(cfg: DictConfig, module) -> Budget | None:
+    """``trainer.budget``: a callback that stops the run when it is spent, and whose clock the module's
+    learning-rate schedule follows."""
+    if cfg.trainer.get("budget") is None:
+        return None
+    clock = BudgetClock(parse_budget(cfg.trainer.budget))
+    module.budget_progress = clock.fraction
+    log.info("budget: %s", clock.spec.describe())
+    return Budget(clock)
+
+
+def build_trainer(cfg: DictConfig, placement, budget: Budget | None = None):
     throughput = TokenThroughput()
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [throughput]
+    if budget is not None:  # first: a checkpoint saved after a step holds the clock with that step counted
+        callbacks.insert(0, budget)
     loggers = [instantiate(c) for c in cfg.logger.values() if c]
     extra = {"accumulate_grad_batches": placement.accumulate_grad_batches}
     if cfg.trainer.get("accelerator") != "tpu" and not cfg.trainer.get("plugins"):
         extra["plugins"] = [AtomicCheckpointIO()]  # XLA brings its own
-    trainer = instantiate(cfg.trainer, _partial_=True)(
+    trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
+    for key in RUNNER_TRAINER_KEYS:  # ours, not Lightning's
+        trainer_cfg.pop(key, None)
+    trainer = instantiate(trainer_cfg, _partial_=True)(
         logger=loggers or False, callbacks=callbacks, default_root_dir=str(cfg.paths.run_dir), **extra
     )
     return trainer, loggers, throughput

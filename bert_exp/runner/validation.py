@@ -49,6 +49,10 @@ def _matches(value, annotation) -> bool:
     return True  # callables, type variables...: left to the target itself
 
 
+# keys under ``trainer`` that the runner consumes before it instantiates Lightning's Trainer
+RUNNER_TRAINER_KEYS = ("budget",)
+
+
 def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
     target_name = node.get("_target_")
     try:
@@ -69,6 +73,8 @@ def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
     accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     for name in node:
         if name.startswith("_") and name.endswith("_"):
+            continue
+        if key == "trainer" and name in RUNNER_TRAINER_KEYS:
             continue
         full = f"{key}.{name}" if key else name
         if name not in params:
@@ -139,6 +145,17 @@ def value_problems(cfg: DictConfig) -> list[str]:
         value = _select(cfg, key)
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
             problems.append(f"{key}={value}: must be a positive number")
+    budget = _select(cfg, "trainer.budget")
+    if budget is not None:
+        from .budget import BudgetError, parse_budget
+
+        try:
+            parse_budget(budget)
+        except BudgetError as err:
+            problems.append(str(err))
+        if _select(cfg, "optim.scheduler.warmup_steps") is not None:
+            problems.append(f"trainer.budget={budget} lays the schedule over the budget, not over steps: set "
+                            "optim.scheduler.warmup_steps=null and give optim.scheduler.warmup_ratio")
     lr = _select(cfg, "optim.optimizer.lr")
     if isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr <= 0:
         problems.append(f"optim.optimizer.lr={lr}: the learning rate must be positive")

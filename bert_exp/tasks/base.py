@@ -38,6 +38,8 @@ class BertTask(L.LightningModule):
     head: str | None = None
     # parameter-name prefixes of the task's own head: the only weights that may start fresh
     head_prefixes: tuple[str, ...] = ()
+    # a training budget's clock (runner/budget.py): the fraction spent, which the schedule follows
+    budget_progress = None
     last_validated_step = -1
 
     def __init__(
@@ -61,7 +63,10 @@ class BertTask(L.LightningModule):
         optimizer = self.optimizer_factory(parameter_groups(self, weight_decay, self.no_decay))
         if self.scheduler_factory is None:
             return optimizer
-        scheduler = self.scheduler_factory(optimizer, total_steps=int(self.trainer.estimated_stepping_batches))
+        if self.budget_progress is not None:  # a training budget: the schedule runs on its clock
+            scheduler = self.scheduler_factory(optimizer, total_steps=1, progress=self.budget_progress)
+        else:
+            scheduler = self.scheduler_factory(optimizer, total_steps=int(self.trainer.estimated_stepping_batches))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:

@@ -38,12 +38,17 @@ def linear_warmup_decay(
     warmup_steps: int | None = None,
     warmup_ratio: float | None = None,
     decay: str = "huggingface",
+    progress: Callable[[], float] | None = None,
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """lr * step/warmup during warmup, then linearly down to 0 at ``total_steps``.
 
     Give ``warmup_steps`` (pre-training: 10k) or ``warmup_ratio`` (fine-tuning: 0.1 of all steps);
     ``decay`` is ``huggingface`` or ``google`` (see the module's docstring). ``step`` is the number of
     optimizer steps taken before the one the factor applies to (TF's ``global_step``).
+
+    With ``progress`` (a training budget's clock: the fraction of it spent, 0..1) the same shapes are
+    laid over the budget instead of over ``total_steps``: warm-up is ``warmup_ratio`` of the budget and
+    the rate reaches 0 when the budget is spent, however many steps that turns out to be.
     """
     if warmup_steps is not None and warmup_ratio is not None:
         raise ValueError("give optim.scheduler.warmup_steps or optim.scheduler.warmup_ratio, not both")
@@ -62,6 +67,19 @@ def linear_warmup_decay(
             return (step + 1) / warmup
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
+    if progress is not None:
+        if warmup_steps is not None:
+            raise ValueError("a budget lays the schedule over time or tokens, not steps: give "
+                             "optim.scheduler.warmup_ratio and set optim.scheduler.warmup_steps=null")
+        w = warmup_ratio or 0.0
+
+        def budget_factor(_step: int) -> float:
+            p = progress()
+            if p < w:
+                return p / w
+            return max(0.0, 1.0 - p) if decay == "google" else max(0.0, (1.0 - p) / (1.0 - w))
+
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, budget_factor)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, google if decay == "google" else factor)
 
 
