@@ -4,6 +4,7 @@ from .glue import GlueDataModule
 from .masking import PretrainingCollator, SpecialIds, mask_tokens
 from .pretraining import PretrainingDataModule, TokenizerSpec
 from .squad import SquadDataModule
+from .tagging import TaggingDataModule
 
-__all__ = ["GlueDataModule", "PretrainingCollator", "PretrainingDataModule", "SpecialIds", "SquadDataModule", "TokenizerSpec",
+__all__ = ["GlueDataModule", "PretrainingCollator", "PretrainingDataModule", "SpecialIds", "SquadDataModule", "TaggingDataModule", "TokenizerSpec",
            "mask_tokens"]

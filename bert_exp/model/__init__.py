@@ -2,9 +2,9 @@
 
 from .config import BertConfig
 from .modeling import (
-    BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification, BertModel, gather_positions,
+    BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification, BertModel, gather_positions,
     num_parameters,
 )
 
 __all__ = ["BertConfig", "BertModel", "BertForPreTraining", "BertForSequenceClassification",
-           "BertForQuestionAnswering", "gather_positions", "num_parameters"]
+           "BertForQuestionAnswering", "BertForTokenClassification", "gather_positions", "num_parameters"]

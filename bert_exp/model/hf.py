@@ -19,6 +19,7 @@ HEADS = {  # our head name -> HuggingFace architecture
     "pretraining": "BertForPreTraining",
     "classification": "BertForSequenceClassification",
     "question_answering": "BertForQuestionAnswering",
+    "token_classification": "BertForTokenClassification",
     None: "BertModel",
 }
 ACTIVATIONS_IN = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
@@ -41,6 +42,7 @@ class Checkpoint:
     num_labels: int | None = None
     source: str = ""
     extra: dict = field(default_factory=dict)
+    labels: list[str] | None = None  # token classification: the label names (index = class id)
 
 
 def _normalise_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -89,10 +91,14 @@ def load_hf_directory(path: Path) -> Checkpoint:
         lowercase = bool(json.loads((path / "tokenizer_config.json").read_text()).get("do_lower_case", True))
     architecture = (values.get("architectures") or ["BertModel"])[0]
     head = {arch: name for name, arch in HEADS.items()}.get(architecture)
-    num_labels = len(values["id2label"]) if head == "classification" and "id2label" in values else None
+    num_labels = len(values["id2label"]) if head in ("classification", "token_classification") \
+        and "id2label" in values else None
     if head == "classification" and num_labels is None:
         num_labels = values.get("num_labels", 2)
-    return Checkpoint(config, _normalise_keys(state), vocab, lowercase, head, num_labels, str(path))
+    labels = None
+    if head == "token_classification" and "id2label" in values:
+        labels = [values["id2label"][str(i)] for i in range(len(values["id2label"]))]
+    return Checkpoint(config, _normalise_keys(state), vocab, lowercase, head, num_labels, str(path), labels=labels)
 
 
 
@@ -104,6 +110,10 @@ def hf_config_dict(ckpt: Checkpoint) -> dict:
         n = ckpt.num_labels or 2
         values.update(id2label={str(i): f"LABEL_{i}" for i in range(n)}, label2id={f"LABEL_{i}": i for i in range(n)},
                       problem_type="regression" if n == 1 else "single_label_classification")
+    if ckpt.head == "token_classification":
+        labels = ckpt.labels or [f"LABEL_{i}" for i in range(ckpt.num_labels or 2)]
+        values.update(id2label={str(i): label for i, label in enumerate(labels)},
+                      label2id={label: i for i, label in enumerate(labels)})
     return values
 
 
@@ -114,8 +124,13 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
         raise CheckpointError(f"{out} exists and is not empty; choose a new directory (nothing is overwritten)")
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to("cpu").contiguous() for k, v in ckpt.state_dict.items() if k not in TIED_KEYS}
-    if ckpt.head == "question_answering":  # HuggingFace's QA model has no pooler
+    if ckpt.head in ("question_answering", "token_classification"):  # HuggingFace's have no pooler
         state = {k: v for k, v in state.items() if not k.startswith("bert.pooler.")}
+    if ckpt.head == "token_classification":
+        weight = state.get("classifier.weight")
+        if any(k.startswith("mix_") for k in state) or (weight is not None and weight.shape[1] != ckpt.config.hidden_size):
+            raise CheckpointError(f"{ckpt.source}: a tagger on layers other than the last (task.layers) has no "
+                                  "HuggingFace BertForTokenClassification equivalent; it cannot be exported")
     if ckpt.head is None:  # a headless BertModel is saved without the "bert." prefix
         state = {k.removeprefix("bert."): v for k, v in state.items() if k.startswith("bert.")}
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})

@@ -133,10 +133,16 @@ class BertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None,
+                output_hidden_states: bool = False) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+        """The last layer's output; with ``output_hidden_states`` also every layer's, from the same pass:
+        [embeddings, layer 1, ..., layer L] as HuggingFace's ``hidden_states``."""
+        hidden = [x]
         for layer in self.layer:
             x = layer(x, attn_mask)
-        return x
+            if output_hidden_states:
+                hidden.append(x)
+        return (x, hidden) if output_hidden_states else x
 
 
 class BertPooler(nn.Module):
@@ -201,12 +207,15 @@ class BertModel(BertPreTrainedModel):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Returns (sequence_output [batch, seq, hidden], pooled_output [batch, hidden] or None)."""
+        output_hidden_states: bool = False,
+    ) -> tuple:
+        """Returns (sequence_output [batch, seq, hidden], pooled_output [batch, hidden] or None), and with
+        ``output_hidden_states`` a third item: the embeddings and every layer's output (one pass)."""
         x = self.embeddings(input_ids, token_type_ids)
-        sequence_output = self.encoder(x, extended_attention_mask(attention_mask))
+        out = self.encoder(x, extended_attention_mask(attention_mask), output_hidden_states)
+        sequence_output, hidden = out if output_hidden_states else (out, None)
         pooled = self.pooler(sequence_output) if self.pooler is not None else None
-        return sequence_output, pooled
+        return (sequence_output, pooled, hidden) if output_hidden_states else (sequence_output, pooled)
 
 
 class BertPredictionHeadTransform(nn.Module):
@@ -312,10 +321,55 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         return start, end
 
 
+LAYER_CHOICES = ("last", "second_to_last", "sum_last_4", "concat_last_4", "all")
+
+
+class BertForTokenClassification(BertPreTrainedModel):
+    """Dropout + linear on every token; no pooler, as HuggingFace's. ``layers`` chooses the features:
+    ``last`` (HuggingFace's model, the only one that exports), ``second_to_last``, ``sum_last_4``,
+    ``concat_last_4`` (4 x hidden wide) or ``all`` (a learned softmax-weighted scalar mix of the
+    embeddings and every layer, times a learned scale), all from one forward pass."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, classifier_dropout: float | None = None,
+                 layers: str = "last"):
+        super().__init__()
+        if layers not in LAYER_CHOICES:
+            raise ValueError(f"layers: {layers!r} is not one of {LAYER_CHOICES}")
+        self.config = config
+        self.num_labels = num_labels
+        self.layers = layers
+        self.bert = BertModel(config, add_pooling_layer=False)
+        p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
+        self.dropout = Dropout(p)
+        width = config.hidden_size * (4 if layers == "concat_last_4" else 1)
+        self.classifier = nn.Linear(width, num_labels)
+        if layers == "all":
+            self.mix_weights = nn.Parameter(torch.zeros(config.num_hidden_layers + 1))
+            self.mix_scale = nn.Parameter(torch.ones(()))
+        self.init_weights()
+
+    def features(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+        if self.layers == "last":
+            return self.bert(input_ids, token_type_ids, attention_mask)[0]
+        hidden = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states=True)[2]
+        if self.layers == "second_to_last":
+            return hidden[-2]
+        if self.layers == "sum_last_4":
+            return torch.stack(hidden[-4:]).sum(0)
+        if self.layers == "concat_last_4":
+            return torch.cat(hidden[-4:], dim=-1)
+        weights = torch.softmax(self.mix_weights, dim=0)
+        return self.mix_scale * torch.einsum("l,lbsh->bsh", weights.to(hidden[0].dtype), torch.stack(hidden))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+        """Logits [batch, seq, num_labels]."""
+        return self.classifier(self.dropout(self.features(input_ids, token_type_ids, attention_mask)))
+
+
 def num_parameters(module: nn.Module) -> int:
     """Parameters counted once each (the tied decoder weight is the word embedding)."""
     return sum(p.numel() for p in module.parameters())
 
 
 __all__ = ["BertModel", "BertForPreTraining", "BertForSequenceClassification", "BertForQuestionAnswering",
-           "gather_positions", "num_parameters"]
+           "BertForTokenClassification", "gather_positions", "num_parameters"]

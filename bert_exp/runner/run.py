@@ -107,6 +107,7 @@ def build_task_module(cfg: DictConfig, datamodule, vocab: list[str], init=None):
         no_decay=list(cfg.optim.no_decay),
         vocab=vocab,
         lowercase=datamodule.lowercase,
+        **(datamodule.module_arguments() if hasattr(datamodule, "module_arguments") else {}),  # tagging: labels
     )
     if init is not None:
         module.initialise_from(init)

@@ -5,5 +5,6 @@ from .classification import ClassificationModule
 from .optim import linear_warmup_decay, parameter_groups
 from .pretraining import PretrainingModule
 from .question_answering import QuestionAnsweringModule
+from .tagging import TokenClassificationModule
 
-__all__ = ["BertTask", "ClassificationModule", "PretrainingModule", "QuestionAnsweringModule", "linear_warmup_decay", "parameter_groups"]
+__all__ = ["BertTask", "ClassificationModule", "PretrainingModule", "QuestionAnsweringModule", "TokenClassificationModule", "linear_warmup_decay", "parameter_groups"]

@@ -13,7 +13,8 @@ from ..model.hf import Checkpoint, CheckpointError, load_hf_directory
 
 # what checkpoints written before the head was recorded said instead (task class names then)
 LEGACY_TASK_HEADS = {"PretrainingModule": "pretraining", "ClassificationModule": "classification",
-                     "QuestionAnsweringModule": "question_answering"}
+                     "QuestionAnsweringModule": "question_answering",
+                     "TokenClassificationModule": "token_classification"}
 
 
 def checkpoint_metadata(task) -> dict:
@@ -22,6 +23,8 @@ def checkpoint_metadata(task) -> dict:
             "num_labels": getattr(task.model, "num_labels", None), "lowercase": task.lowercase}
     if task.vocab is not None:
         meta["vocab"] = task.vocab
+    if getattr(task, "labels", None) is not None:  # token classification: the label names
+        meta["labels"] = list(task.labels)
     return meta
 
 
@@ -45,7 +48,8 @@ def load_lightning(path: Path) -> Checkpoint:
     state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     head = ckpt["head"] if "head" in ckpt else LEGACY_TASK_HEADS.get(ckpt.get("task"))
     return Checkpoint(BertConfig.from_dict(ckpt["bert_config"]), state, ckpt.get("vocab"), ckpt.get("lowercase", True),
-                      head, ckpt.get("num_labels"), str(path), {"global_step": ckpt.get("global_step")})
+                      head, ckpt.get("num_labels"), str(path), {"global_step": ckpt.get("global_step")},
+                      ckpt.get("labels"))
 
 
 def lightning_checkpoint_path(path: str | Path) -> Path:
