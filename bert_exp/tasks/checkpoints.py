@@ -72,3 +72,25 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if path.is_dir() and (path / "config.json").is_file():
         return load_hf_directory(path)
     return load_lightning(lightning_checkpoint_path(path))
+
+
+def model_config_of(source: str | Path, vocab_size: int | None = None, pad_token_id: int | None = None,
+                    **overrides) -> BertConfig:
+    """The model config of a checkpoint (``model=from_checkpoint``): fine-tuning takes the shape of the
+    weights it starts from, and a run from scratch can take the shape of another model. ``overrides``
+    change what does not alter the shape (dropout rates, say); the vocabulary must be the checkpoint's."""
+    import dataclasses
+
+    if not source:
+        raise CheckpointError("model=from_checkpoint needs model.source (or task.init_from): a run directory, "
+                              ".ckpt or HuggingFace directory whose shape to take")
+    config = load_checkpoint(source).config
+    if vocab_size is not None and vocab_size != config.vocab_size:
+        raise CheckpointError(f"model.source={source} has a vocabulary of {config.vocab_size}, the data "
+                              f"{vocab_size}: give data.vocab_file the source's vocab.txt")
+    unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(config)})
+    if unknown:
+        raise CheckpointError(f"model.{unknown[0]}: not a BertConfig field")
+    if pad_token_id is not None:
+        overrides["pad_token_id"] = pad_token_id
+    return dataclasses.replace(config, **overrides)

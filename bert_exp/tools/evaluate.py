@@ -1,0 +1,205 @@
+"""``python -m bert_exp.evaluate SOURCE [SOURCE ...] [--seeds 3] [--tasks sst2 cola squad pos] [--out DIR]``:
+the downstream suite. Every source is fine-tuned on each task with that task's fixed recipe
+(``conf/experiment/suite_<task>.yaml``) and several seeds; one table (Markdown, CSV and a PNG) gives each
+source's mean ± standard deviation per task and an average score.
+
+A SOURCE is a run directory, a ``.ckpt``, an exported or HuggingFace directory, or ``scratch:PATH``: the
+shape and vocabulary of PATH with random weights, what pre-training is measured against. ``NAME=SOURCE``
+names its row. Every job is a ``python -m bert_exp`` of its own in ``OUT/<row>/<task>/seed<S>``; running
+the same command again skips the jobs that finished and continues an interrupted one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UserError
+from ..runner.run_dir import read_run_info
+
+# task -> (metric in run.json, its name in the table, scale to points)
+TASKS = {
+    "sst2": ("val/acc", "SST-2 acc", 100.0),
+    "cola": ("val/mcc", "CoLA MCC", 100.0),
+    "squad": ("val/f1", "SQuAD-local F1", 1.0),
+    "pos": ("val/accuracy", "UD POS acc", 100.0),
+}
+DEFAULT_TASKS = ("sst2", "cola", "squad")
+
+
+class EvaluateError(UserError, ValueError):
+    pass
+
+
+@dataclass
+class Source:
+    label: str
+    overrides: list[str]
+    path: str
+
+
+def vocab_of(path: Path, out: Path) -> Path:
+    """The vocabulary file of a run directory, exported directory or .ckpt (written out for a .ckpt)."""
+    for candidate in (path / "vocab.txt", path.parent.parent / "vocab.txt" if path.suffix == ".ckpt" else None):
+        if candidate is not None and candidate.is_file():
+            return candidate
+    from ..tasks.checkpoints import load_checkpoint
+
+    ckpt = load_checkpoint(path)
+    if not ckpt.vocab:
+        raise EvaluateError(f"{path}: no vocabulary to train a scratch model with")
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "vocab.txt"
+    target.write_text("\n".join(ckpt.vocab) + "\n", encoding="utf-8")
+    return target
+
+
+def parse_source(text: str, out: Path) -> Source:
+    label, _, spec = text.rpartition("=") if "=" in text else ("", "", text)
+    if spec.startswith("scratch:"):
+        path = Path(spec.removeprefix("scratch:")).expanduser().resolve()
+        if not path.exists():
+            raise EvaluateError(f"{text}: {path} does not exist")
+        label = label or f"scratch-{path.name}"
+        vocab = vocab_of(path, out / label)
+        return Source(label, ["task.init_from=null", f"model.source={path}", f"data.vocab_file={vocab}"], spec)
+    path = Path(spec).expanduser().resolve()
+    if not path.exists():
+        raise EvaluateError(f"{text}: {path} does not exist (a run directory, .ckpt, exported or HuggingFace "
+                            "directory, or scratch:PATH)")
+    return Source(label or path.name, [f"task.init_from={path}"], spec)
+
+
+def job_command(source: Source, task: str, seed: int, job_dir: Path, extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "bert_exp", f"+experiment=suite_{task}", *source.overrides, f"seed={seed}",
+            "resume_in_place=true", "logger=csv", *extra, f"hydra.run.dir={job_dir}"]
+
+
+def run_suite(sources: list[Source], tasks: list[str], seeds: list[int], out: Path, extra: list[str],
+              dry_run: bool = False) -> dict:
+    """Runs (or, finished earlier, reads) every job; returns {label: {task: [values]}}."""
+    results: dict[str, dict[str, list[float]]] = {}
+    for source in sources:
+        for task in tasks:
+            metric, _, scale = TASKS[task]
+            for seed in seeds:
+                job_dir = out / source.label / task / f"seed{seed}"
+                command = job_command(source, task, seed, job_dir, extra)
+                info = read_run_info(job_dir)
+                if not (info and info.get("status") == "finished"):
+                    print(f"evaluate: {source.label} {task} seed {seed}: {' '.join(command[1:])}", flush=True)
+                    if dry_run:
+                        continue
+                    code = subprocess.call(command)
+                    info = read_run_info(job_dir)
+                    if code != 0 or not info:
+                        raise EvaluateError(f"{source.label} {task} seed {seed} failed (exit code {code}); see "
+                                            f"{job_dir}. Run the same command again: finished jobs are skipped")
+                value = (info.get("metrics") or {}).get(metric)
+                if value is None:
+                    raise EvaluateError(f"{job_dir}/run.json has no {metric}")
+                results.setdefault(source.label, {}).setdefault(task, []).append(float(value) * scale)
+    return results
+
+
+def summarize(results: dict, tasks: list[str]) -> list[dict]:
+    """One row per source: mean and standard deviation per task (in points), and the average of the means."""
+    rows = []
+    for label, by_task in results.items():
+        row: dict = {"source": label}
+        means = []
+        for task in tasks:
+            values = by_task.get(task, [])
+            if not values:
+                continue
+            mean = statistics.fmean(values)
+            row[task] = {"mean": mean, "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                         "n": len(values), "values": values}
+            means.append(mean)
+        row["average"] = statistics.fmean(means) if means else None
+        rows.append(row)
+    return rows
+
+
+def markdown_table(rows: list[dict], tasks: list[str]) -> str:
+    header = ["source", *(TASKS[t][1] for t in tasks), "average"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [row["source"]]
+        for task in tasks:
+            cell = row.get(task)
+            cells.append(f"{cell['mean']:.1f} ± {cell['std']:.1f} (n={cell['n']})" if cell else "-")
+        cells.append(f"{row['average']:.1f}" if row["average"] is not None else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(rows: list[dict], tasks: list[str], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "suite.md").write_text(markdown_table(rows, tasks))
+    with open(out / "suite.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["source", *(f"{t}_{k}" for t in tasks for k in ("mean", "std", "n")), "average"])
+        for row in rows:
+            writer.writerow([row["source"], *(row[t][k] if t in row else "" for t in tasks for k in ("mean", "std", "n")),
+                             row["average"]])
+    (out / "suite.json").write_text(json.dumps({"tasks": tasks, "rows": rows}, indent=2, allow_nan=False))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(tasks), 3.6))
+    width = 0.8 / max(len(rows), 1)
+    for i, row in enumerate(rows):
+        xs = [j + i * width for j, t in enumerate(tasks) if t in row]
+        ax.bar(xs, [row[t]["mean"] for t in tasks if t in row], width, yerr=[row[t]["std"] for t in tasks if t in row],
+               capsize=3, label=row["source"])
+    ax.set_xticks([j + width * (len(rows) - 1) / 2 for j in range(len(tasks))], [TASKS[t][1] for t in tasks])
+    ax.set_ylabel("points (mean ± std over seeds)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "suite.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bert_exp.evaluate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("sources", nargs="+", help="run dir, .ckpt, exported/HF dir, scratch:PATH; NAME=SOURCE names the row")
+    parser.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task (default 3)")
+    parser.add_argument("--first-seed", type=int, default=42)
+    parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS), choices=list(TASKS))
+    parser.add_argument("--out", type=Path, default=Path("outputs/evaluate"))
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override for every job (e.g. hardware=gpu)")
+    parser.add_argument("--dry-run", action="store_true", help="print the jobs that would run")
+    args = parser.parse_args(argv)
+    try:
+        if args.seeds < 1:
+            raise EvaluateError("--seeds must be at least 1")
+        sources = [parse_source(s, args.out) for s in args.sources]
+        labels = [s.label for s in sources]
+        if len(set(labels)) != len(labels):
+            raise EvaluateError(f"two sources share a row name ({labels}); name them NAME=SOURCE")
+        seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+        results = run_suite(sources, args.tasks, seeds, args.out, args.override, args.dry_run)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        return 0
+    rows = summarize(results, args.tasks)
+    write_outputs(rows, args.tasks, args.out)
+    print(markdown_table(rows, args.tasks), end="")
+    print(f"evaluate: table in {args.out}/suite.md, suite.csv and suite.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

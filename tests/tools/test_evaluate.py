@@ -1,0 +1,65 @@
+"""The downstream suite: sources (a checkpoint and scratch in its shape) fine-tuned per task and seed into
+one table; re-running skips finished jobs."""
+
+import csv
+import json
+
+import pytest
+import torch
+
+from bert_exp.model import BertConfig, BertForPreTraining
+from bert_exp.model.hf import Checkpoint, save_hf_directory
+from bert_exp.resources import minilm_dir
+from bert_exp.tools.evaluate import EvaluateError, main, markdown_table, parse_source, summarize
+from helpers import is_png
+
+
+def tiny_hf_directory(path):
+    vocab = (minilm_dir() / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    config = BertConfig(vocab_size=len(vocab), num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                        intermediate_size=64)
+    torch.manual_seed(0)
+    save_hf_directory(Checkpoint(config, BertForPreTraining(config).state_dict(), vocab, True, "pretraining"), path)
+    return path
+
+
+def test_sources_and_the_table(tmp_path):
+    source = parse_source(f"mine={tiny_hf_directory(tmp_path / 'hf')}", tmp_path / "out")
+    assert source.label == "mine" and source.overrides == [f"task.init_from={tmp_path / 'hf'}"]
+    scratch = parse_source(f"scratch:{tmp_path / 'hf'}", tmp_path / "out")
+    assert scratch.label == "scratch-hf" and "task.init_from=null" in scratch.overrides
+    assert f"model.source={tmp_path / 'hf'}" in scratch.overrides
+    assert f"data.vocab_file={tmp_path / 'hf' / 'vocab.txt'}" in scratch.overrides
+    with pytest.raises(EvaluateError, match="does not exist"):
+        parse_source(str(tmp_path / "nothing"), tmp_path / "out")
+
+    rows = summarize({"a": {"sst2": [80.0, 82.0], "cola": [10.0, 20.0]}, "b": {"sst2": [70.0]}}, ["sst2", "cola"])
+    assert rows[0]["sst2"]["mean"] == 81.0 and rows[0]["sst2"]["std"] == pytest.approx(2 ** 0.5)
+    assert rows[0]["average"] == pytest.approx((81.0 + 15.0) / 2) and rows[1]["average"] == 70.0
+    table = markdown_table(rows, ["sst2", "cola"])
+    assert "| a | 81.0 ± 1.4 (n=2) | 15.0 ± 7.1 (n=2) | 48.0 |" in table and "| b | 70.0 ± 0.0 (n=1) | - | 70.0 |" in table
+
+
+@pytest.mark.slow
+def test_suite_runs_a_checkpoint_and_scratch_in_its_shape(data_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BERT_EXP_DATA", str(data_dir))
+    hf = tiny_hf_directory(tmp_path / "hf")
+    out = tmp_path / "suite"
+    args = [f"tiny={hf}", f"scratch:{hf}", "--tasks", "cola", "--seeds", "1", "--out", str(out),
+            "--override", "trainer.max_steps=4", "--override", "trainer.max_epochs=null",
+            "--override", "precision=32-true"]
+    assert main(args) == 0
+    infos = {label: json.loads((out / label / "cola" / "seed42" / "run.json").read_text())
+             for label in ("tiny", "scratch-hf")}
+    for info in infos.values():
+        assert info["status"] == "finished" and info["global_step"] == 4 and info["config"]["seed"] == 42
+    # scratch has the checkpoint's shape exactly
+    assert infos["tiny"]["num_parameters"] == infos["scratch-hf"]["num_parameters"] < 2_000_000
+    assert json.loads((out / "tiny" / "cola" / "seed42" / "run.json").read_text())["initialised_from"] == str(hf)
+    assert json.loads((out / "scratch-hf" / "cola" / "seed42" / "run.json").read_text())["initialised_from"] is None
+    with open(out / "suite.csv") as f:
+        assert [r["source"] for r in csv.DictReader(f)] == ["tiny", "scratch-hf"]
+    assert "CoLA MCC" in (out / "suite.md").read_text() and is_png(out / "suite.png")
+    capsys.readouterr()
+    assert main(args) == 0  # everything finished: nothing runs again
+    assert "evaluate: tiny cola seed" not in capsys.readouterr().out
