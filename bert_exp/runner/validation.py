@@ -142,4 +142,17 @@ def value_problems(cfg: DictConfig) -> list[str]:
     lr = _select(cfg, "optim.optimizer.lr")
     if isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr <= 0:
         problems.append(f"optim.optimizer.lr={lr}: the learning rate must be positive")
+    problems += _task_problems(cfg)
+    return problems
+
+
+def _task_problems(cfg: DictConfig) -> list[str]:
+    """Options that cannot work for the configured task."""
+    problems = []
+    task = OmegaConf.select(cfg, "task.name", default=None)
+    limit = OmegaConf.select(cfg, "trainer.limit_val_batches", default=None)
+    if task == "squad" and limit is not None and not (isinstance(limit, float) and limit == 1.0):
+        problems.append(f"trainer.limit_val_batches={limit}: question answering scores whole questions, whose "
+                        "windows span batches, so validation needs every batch; to validate on fewer questions "
+                        "set +data.limit_val_examples=N instead")
     return problems
