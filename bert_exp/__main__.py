@@ -27,16 +27,47 @@ def _main(cfg: DictConfig) -> float | None:
         sys.exit(2)
 
 
+def _cfg_type(argv: list[str]) -> str | None:
+    """What ``--cfg``/``-c`` asks to print (job, hydra, all), None without it."""
+    for i, arg in enumerate(argv):
+        if arg in ("--cfg", "-c"):
+            return argv[i + 1] if i + 1 < len(argv) else "job"
+        if arg.startswith("--cfg="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _experiment_given(args: list[str]) -> bool:
+    return any(a.lstrip("+~").startswith(("experiment=", "pipeline")) for a in args)
+
+
 def main() -> None:
-    if "--help" in sys.argv[1:] or "-h" in sys.argv[1:]:  # our groups and presets; Hydra's: --hydra-help
+    args = sys.argv[1:]
+    if "--help" in args or "-h" in args:  # our groups and presets; Hydra's: --hydra-help
         from .runner.help import help_text
 
         print(help_text())
         return
-    # `--cfg job` shows the config as it will run: interpolations resolved (Hydra's --resolve)
-    if "--cfg" in sys.argv[1:] or "-c" in sys.argv[1:]:
-        if "--resolve" not in sys.argv:
-            sys.argv.append("--resolve")
+    cfg_type = _cfg_type(args)
+    multirun = "-m" in args or "--multirun" in args
+    if cfg_type is not None and multirun:  # Hydra refuses both: each job's config, composed here
+        from .runner.sweep_configs import print_sweep_configs
+
+        sys.exit(print_sweep_configs([a for a in args if a not in ("-m", "--multirun", "--resolve")], cfg_type))
+    if "--defaults" in args:  # the defaults alone, on purpose
+        sys.argv.remove("--defaults")
+    elif not _experiment_given(args) and cfg_type is None and not any(a.startswith("--") for a in args):
+        # without a preset the defaults train a tiny model on the corpus with no step limit
+        from .runner.help import help_text
+
+        print(help_text(), file=sys.stderr)
+        print("\nerror: no experiment chosen: add +experiment=NAME (one of the presets above), or --defaults "
+              "to run the defaults alone", file=sys.stderr)
+        sys.exit(2)
+    # `--cfg job` shows the config as it will run: interpolations resolved (Hydra's --resolve); Hydra's
+    # own config refers to the job's keys, which `--cfg hydra` does not have: printed as written
+    if cfg_type in ("job", "all") and "--resolve" not in sys.argv:
+        sys.argv.append("--resolve")
     _main()
 
 

@@ -7,13 +7,14 @@ row stops the run with ``file:line`` and what is wrong.
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from .base import VocabularyDataModule
-from .loading import DataFileError, EncodedDataset, pad_batch
+from .loading import DataFileError, EncodedDataset, pad_batch, read_utf8
 
 
 @dataclass
@@ -28,32 +29,31 @@ def read_tsv(path: str | Path, text_columns: list[int], label_column: int | None
     if not path.is_file():
         raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
     examples = []
-    with open(path, encoding="utf-8", newline="") as f:
-        for lineno, line in enumerate(f, start=1):
-            if header and lineno == 1:
-                continue
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            cols = line.split("\t")
-            needed = max([*text_columns, label_column if label_column is not None else 0]) + 1
-            if (num_columns is not None and len(cols) != num_columns) or len(cols) < needed:
-                raise DataFileError(f"{path}:{lineno}: expected {num_columns or needed} tab-separated columns, "
-                                    f"found {len(cols)}")
-            texts = tuple(cols[c] for c in text_columns)
-            if not all(t.strip() for t in texts):
-                raise DataFileError(f"{path}:{lineno}: empty text in column {text_columns}")
-            label: float | int = -1
-            if label_column is not None:
-                raw = cols[label_column].strip()
-                try:
-                    label = float(raw) if num_labels == 1 else int(raw)
-                except ValueError:
-                    label = None
-                if label is None or (num_labels > 1 and not 0 <= label < num_labels):
-                    expected = "a number" if num_labels == 1 else f"an integer in 0..{num_labels - 1}"
-                    raise DataFileError(f"{path}:{lineno}: label {raw!r} is not {expected}")
-            examples.append(Example(texts, label))
+    for lineno, line in enumerate(io.StringIO(read_utf8(path), newline=""), start=1):
+        if header and lineno == 1:
+            continue
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        needed = max([*text_columns, label_column if label_column is not None else 0]) + 1
+        if (num_columns is not None and len(cols) != num_columns) or len(cols) < needed:
+            raise DataFileError(f"{path}:{lineno}: expected {num_columns or needed} tab-separated columns, "
+                                f"found {len(cols)}")
+        texts = tuple(cols[c] for c in text_columns)
+        if not all(t.strip() for t in texts):
+            raise DataFileError(f"{path}:{lineno}: empty text in column {text_columns}")
+        label: float | int = -1
+        if label_column is not None:
+            raw = cols[label_column].strip()
+            try:
+                label = float(raw) if num_labels == 1 else int(raw)
+            except ValueError:
+                label = None
+            if label is None or (num_labels > 1 and not 0 <= label < num_labels):
+                expected = "a number" if num_labels == 1 else f"an integer in 0..{num_labels - 1}"
+                raise DataFileError(f"{path}:{lineno}: label {raw!r} is not {expected}")
+        examples.append(Example(texts, label))
     if not examples:
         raise DataFileError(f"{path}: no examples")
     return examples

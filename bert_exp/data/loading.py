@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -60,3 +61,20 @@ def pad_batch(features: list[dict], pad_id: int, keys=("input_ids", "token_type_
         mask[row, : len(f["input_ids"])] = 1
     out["attention_mask"] = torch.from_numpy(mask)
     return out
+
+
+def read_utf8(path: Path) -> str:
+    """The text of a UTF-8 file; one DataFileError naming the file, the line and what the bytes look like
+    otherwise (UTF-16 with its byte-order mark, latin-1 or binary)."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            guess = "it looks like UTF-16 (save it as UTF-8)"
+        elif b"\x00" in data[:4096]:
+            guess = "it looks binary, or UTF-16 without a byte-order mark"
+        else:
+            guess = "perhaps latin-1 / cp1252 (save it as UTF-8: iconv -f latin1 -t utf-8)"
+        raise DataFileError(f"{path}:{line}: not UTF-8 (byte {data[err.start]:#04x}); {guess}") from None

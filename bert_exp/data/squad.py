@@ -23,7 +23,7 @@ from tokenizers import Tokenizer
 
 from ..metrics.squad import evaluate_v1, evaluate_v2
 from .base import VocabularyDataModule
-from .loading import DataFileError, EncodedDataset, pad_batch
+from .loading import DataFileError, EncodedDataset, pad_batch, read_utf8
 
 
 @dataclass
@@ -47,7 +47,7 @@ def read_squad(path: str | Path, articles: list[int | None] | None = None) -> li
     if not path.is_file():
         raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_utf8(path))
     except json.JSONDecodeError as err:
         raise DataFileError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
     _require(isinstance(raw, dict) and isinstance(raw.get("data"), list), str(path), "expected {\"data\": [...]}")

@@ -23,6 +23,7 @@ from tokenizers import (
 )
 
 from ..errors import UserError
+from .loading import read_utf8
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -52,7 +53,11 @@ def load_vocab_file(vocab_file: str | Path, lowercase: bool = True, strip_accent
     vocab_file = Path(vocab_file)
     if not vocab_file.is_file():
         raise VocabularyError(f"vocabulary file {vocab_file} does not exist")
-    tokens = [line.rstrip("\r") for line in vocab_file.read_text(encoding="utf-8").split("\n")]
+    try:
+        text = read_utf8(vocab_file)
+    except UserError as err:
+        raise VocabularyError(f"vocabulary file {err}") from None
+    tokens = [line.rstrip("\r") for line in text.split("\n")]
     while tokens and not tokens[-1]:
         tokens.pop()
     return tokenizer_from_vocab(tokens, lowercase, strip_accents, str(vocab_file))

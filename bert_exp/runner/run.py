@@ -34,6 +34,11 @@ from ..data.tokenizer import vocab_list
 from ..tools.info import package_versions
 from .run_dir import (
     JobDirectory,
+    RunLock,
+    clean_partial_files,
+    last_step,
+    lock_is_live,
+    read_lock,
     hydra_overrides,
     is_multirun,
     original_run_info,
@@ -41,6 +46,7 @@ from .run_dir import (
     sweep_job_environment,
 )
 from .ranks import is_global_rank_zero
+from ..errors import UserError
 from ..model import num_parameters
 from ..tasks.checkpoints import lightning_checkpoint_path, load_checkpoint
 from .placement import check_combination, derive_placement
@@ -118,22 +124,40 @@ def build_task_module(cfg: DictConfig, datamodule, vocab: list[str], init=None):
 
 def run(cfg: DictConfig) -> float | None:
     """Trains as configured; returns the task's monitored metric (for sweepers). Three flows: a job
-    already finished is skipped; an interrupted one resumes from its last checkpoint; else a fresh run."""
+    already finished is skipped; an interrupted one resumes from its last checkpoint; else a fresh run.
+
+    A run that fails once its directory is open says so in ``run.json`` (status ``failed``, the error and
+    the step) and leaves the traceback in its log; one refused before any work leaves no directory."""
     with sweep_job_environment():
         placement = check_before_work(cfg)
         job = open_job(cfg, placement)
-        if job.finished is not None:
-            print(f"skipping a finished job: {cfg.paths.run_dir}")
-            return job.finished.get("metrics", {}).get(cfg.task.monitor)
-        init = load_checkpoint(cfg.task.init_from) if cfg.task.get("init_from") else None
-        L.seed_everything(cfg.seed, workers=True)
-        datamodule = build_data(cfg, placement, init)
-        vocab = vocab_list(datamodule.tokenizer)
-        module = build_task_module(cfg, datamodule, vocab, init)
-        budget = make_budget(cfg, module)
-        trainer, loggers, throughput = build_trainer(cfg, placement, budget)
-        record = RunRecord.start(cfg, job, trainer, datamodule, module, init, loggers)
-        return fit(cfg, trainer, module, datamodule, job.ckpt_path, record, throughput, loggers)
+        lock = RunLock.held.get(Path(job.run_dir).absolute()) if job.run_dir is not None else None
+        record = None
+        try:
+            if job.finished is not None:
+                print(f"skipping a finished job: {cfg.paths.run_dir}")
+                return job.finished.get("metrics", {}).get(cfg.task.monitor)
+            init = load_checkpoint(cfg.task.init_from) if cfg.task.get("init_from") else None
+            L.seed_everything(cfg.seed, workers=True)
+            datamodule = build_data(cfg, placement, init)
+            vocab = vocab_list(datamodule.tokenizer)
+            module = build_task_module(cfg, datamodule, vocab, init)
+            budget = make_budget(cfg, module)
+            trainer, loggers, throughput = build_trainer(cfg, placement, budget)
+            record = RunRecord.start(cfg, job, trainer, datamodule, module, init, loggers)
+            return fit(cfg, trainer, module, datamodule, job.ckpt_path, record, throughput, loggers)
+        except UserError as exc:
+            # a mistake found before any training (a missing file, a bad row): no run to keep
+            if record is None and lock is not None and lock.discard_if_empty():
+                raise
+            RunRecord.failure(cfg, job, record, exc)
+            raise
+        except Exception as exc:
+            RunRecord.failure(cfg, job, record, exc)
+            raise
+        finally:
+            if lock is not None:
+                lock.release()
 
 
 def check_before_work(cfg: DictConfig):
@@ -156,6 +180,13 @@ def open_job(cfg: DictConfig, placement) -> JobDirectory:
     # or by hand on each node with NODE_RANK set)
     first_process = is_global_rank_zero()
     job = JobDirectory.inspect(run_dir, overrides, is_multirun() or cfg.resume_in_place) if first_process else JobDirectory()
+    if first_process:  # taken already when Hydra's callback (runner/guard.py) ran first
+        RunLock.acquire(run_dir)
+        clean_partial_files(run_dir)  # a run resumed in place after a kill
+        if ckpt_path is not None and ckpt_path.parent.name == "checkpoints":  # the run resumed from
+            source = ckpt_path.parent.parent
+            if not lock_is_live(read_lock(source)):
+                clean_partial_files(source)
     job.run_dir, job.overrides = run_dir, overrides
     if job.finished is not None:
         return job
@@ -254,6 +285,35 @@ class RunRecord:
             logger.log_hyperparams(resolved)
         return record
 
+    @classmethod
+    def failure(cls, cfg, job, record: RunRecord | None, exc: BaseException) -> None:
+        """Records a failed run: status ``failed``, the error and the step in run.json (a minimal one
+        when the run failed before its record was started), the full traceback in the log file."""
+        if not is_global_rank_zero() or job.run_dir is None:
+            return
+        _traceback_to_log_file(exc)
+        if record is None:
+            info = {"status": "running", "run_dir": str(job.run_dir), "task": cfg.task.get("name"),
+                    "experiment": cfg.get("experiment_name"), "overrides": job.overrides,
+                    "started_at": datetime.now(timezone.utc).isoformat(),
+                    "resumed_from": str(job.ckpt_path) if job.ckpt_path else None}
+            record = cls(Path(job.run_dir), info, True)
+        record.fail(exc)
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.write:
+            return
+        step = self.info.get("global_step")
+        if step is None:
+            step = last_step(self.run_dir) or 0
+        self.info.update({"status": "failed", "global_step": step,
+                          "error": {"type": type(exc).__name__, "message": str(exc), "step": step}})
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_run_info(self.run_dir, self.info)
+        except OSError as err:  # a full disk: the log (or the console) has it
+            log.error("could not record the failure in %s: %s", self.run_dir / "run.json", err)
+
     def finish(self, status: str, trainer, module, throughput, metrics: dict, loggers) -> None:
         if not self.write:
             return
@@ -296,6 +356,20 @@ def write_run_info(run_dir: Path, info: dict) -> None:
     partial = run_dir / ".run.json.partial"
     partial.write_text(json.dumps(info, indent=2, default=str))
     partial.replace(run_dir / "run.json")
+
+
+def _traceback_to_log_file(exc: BaseException) -> None:
+    """The full traceback into the run's log file (Hydra's file handler), not onto the console."""
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    if not handlers:
+        return
+    record = logging.LogRecord(__name__, logging.ERROR, __file__, 0, "the run failed: %s: %s",
+                               (type(exc).__name__, exc), (type(exc), exc, exc.__traceback__))
+    for handler in handlers:
+        try:
+            handler.handle(record)
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def new_run_id() -> str:

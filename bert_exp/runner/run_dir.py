@@ -6,9 +6,13 @@ killed run leaves its config, overrides and W&B run id behind.
 
 from __future__ import annotations
 
+import atexit
+import csv
 import json
 import logging
 import os
+import shutil
+import socket
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -146,3 +150,184 @@ def sweep_job_environment():
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
+
+
+# --- who is writing a run directory -----------------------------------------------------------------
+
+LOCK_NAME = ".lock"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def read_lock(run_dir: Path) -> dict | None:
+    """The lock of the process writing ``run_dir`` ({"pid", "host"}), None without one."""
+    try:
+        lock = json.loads((Path(run_dir) / LOCK_NAME).read_text())
+        return lock if isinstance(lock, dict) else {}
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}  # unreadable: its holder is unknown
+
+
+def lock_is_live(lock: dict | None) -> bool:
+    """Held by a running process. On another host nobody can tell: taken for live."""
+    if lock is None:
+        return False
+    if lock.get("host") not in (None, socket.gethostname()):
+        return True
+    pid = lock.get("pid")
+    return isinstance(pid, int) and _pid_alive(pid)
+
+
+def partial_files(run_dir: Path) -> list[Path]:
+    """What a process killed while writing leaves behind: ``.run.json.partial``, ``.last.ckpt.partial``,
+    and Lightning's temporary checkpoint files."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    found = [*run_dir.glob("*.partial"), *run_dir.glob(".*.partial")]
+    for sub in ("checkpoints", "logs"):
+        if (run_dir / sub).is_dir():
+            found += [*(run_dir / sub).glob("*.partial"), *(run_dir / sub).glob(".*.partial"),
+                      *(run_dir / sub).glob("*.tmp"), *(run_dir / sub).glob(".*.tmp")]
+    return sorted(set(found))
+
+
+def clean_partial_files(run_dir: Path) -> list[Path]:
+    removed = []
+    for path in partial_files(run_dir):
+        try:
+            path.unlink()
+            removed.append(path)
+        except OSError:
+            pass
+    if removed:
+        log.info("removed %d partial file(s) of an interrupted write in %s", len(removed), run_dir)
+    return removed
+
+
+class RunLock:
+    """``RUN/.lock`` ({"pid", "host"}): held by the process writing the run directory, from before Hydra
+    writes its first file there until the process ends. A second run into a directory whose holder is
+    alive is refused; the lock of a dead process (SIGKILL, a full disk, a power cut) is taken over, and
+    its half-written files are removed."""
+
+    held: dict[Path, RunLock] = {}  # this process's locks
+
+    def __init__(self, run_dir: Path, created_dir: bool):
+        self.run_dir, self.created_dir = run_dir, created_dir
+
+    @classmethod
+    def acquire(cls, run_dir: Path) -> RunLock:
+        run_dir = Path(run_dir).absolute()
+        if run_dir in cls.held:
+            return cls.held[run_dir]
+        created = not run_dir.exists()
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise ConfigError(f"hydra.run.dir={run_dir} is a file, not a directory") from None
+        except OSError as err:
+            raise ConfigError(f"cannot create the run directory hydra.run.dir={run_dir}: "
+                              f"{err.strerror or err} (paths.output_dir / hydra.run.dir)") from None
+        path = run_dir / LOCK_NAME
+        content = json.dumps({"pid": os.getpid(), "host": socket.gethostname()})
+        for _ in range(3):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                holder = read_lock(run_dir)
+                if lock_is_live(holder):
+                    raise ConfigError(
+                        f"hydra.run.dir={run_dir} is in use by a running process (pid {holder.get('pid')} on "
+                        f"{holder.get('host')}, see {path}); choose another directory, or wait for it") from None
+                # a dead holder: a killed run
+                path.unlink(missing_ok=True)
+                clean_partial_files(run_dir)
+                continue
+            except OSError as err:
+                raise ConfigError(f"the run directory hydra.run.dir={run_dir} is not writable: "
+                                  f"{err.strerror or err}") from None
+            try:
+                os.write(fd, content.encode())
+            except OSError as err:
+                os.close(fd)
+                path.unlink(missing_ok=True)
+                raise ConfigError(f"cannot write in the run directory hydra.run.dir={run_dir}: "
+                                  f"{err.strerror or err}") from None
+            os.close(fd)
+            break
+        else:
+            raise ConfigError(f"hydra.run.dir={run_dir}: cannot take its lock {path}")
+        lock = cls(run_dir, created)
+        cls.held[run_dir] = lock
+        if len(cls.held) == 1:
+            atexit.register(RunLock.release_all)
+        return lock
+
+    def release(self) -> None:
+        RunLock.held.pop(self.run_dir, None)
+        holder = read_lock(self.run_dir)
+        if holder and holder.get("pid") == os.getpid():
+            (self.run_dir / LOCK_NAME).unlink(missing_ok=True)
+
+    def discard_if_empty(self) -> bool:
+        """Removes the run directory this lock created when nothing but Hydra's and the lock's files
+        are in it (a run refused before any work leaves no directory behind)."""
+        leftovers = {".hydra", LOCK_NAME, "bert_exp.log", "config_tree.txt"}
+        if not self.created_dir or any(p.name not in leftovers for p in self.run_dir.iterdir()):
+            return False
+        self.release()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        return True
+
+    @classmethod
+    def release_all(cls) -> None:
+        for lock in list(cls.held.values()):
+            lock.release()
+
+
+def last_step(run_dir: Path) -> int | None:
+    """The last step a run reached: the last row of ``logs/metrics.csv``, else its last checkpoint."""
+    run_dir = Path(run_dir)
+    step = None
+    try:
+        with open(run_dir / "logs" / "metrics.csv", newline="") as f:
+            for row in csv.DictReader(f):
+                try:
+                    step = max(step or 0, int(row.get("step") or 0))
+                except ValueError:
+                    continue
+    except (OSError, csv.Error, UnicodeDecodeError):
+        pass
+    if step is not None:
+        return step
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if last.is_file():
+        try:
+            import torch
+
+            return int(torch.load(last, map_location="cpu", weights_only=False, mmap=True).get("global_step"))
+        except Exception:  # noqa: BLE001  a damaged checkpoint: the step is unknown
+            return None
+    return None
+
+
+def run_state(run_dir: Path, info: dict | None = None) -> str:
+    """The status to show for a run: run.json's, except that a run recorded as ``running`` whose process
+    is gone (killed: SIGKILL, a full disk, a power cut) is "killed at step N"."""
+    info = read_run_info(Path(run_dir)) if info is None else info
+    status = (info or {}).get("status", "?")
+    if status != "running" or lock_is_live(read_lock(run_dir)):
+        return status
+    step = last_step(run_dir)
+    return f"killed at step {step}" if step is not None else "killed before its first step"

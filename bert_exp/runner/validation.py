@@ -88,7 +88,10 @@ def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
             continue
         expected = hints.get(name, inspect.Parameter.empty)
         if not _matches(value, expected):
-            errors.append(f"{full}={value!r}: wrong type, {target_name} expects {expected}")
+            source = ""
+            if OmegaConf.is_interpolation(node, name):  # the key the user set is the one it refers to
+                source = f" (from {node._get_node(name)._value()})"
+            errors.append(f"{full}={value!r}{source}: wrong type, {target_name} expects {expected}")
 
 
 def validate_config(cfg: DictConfig) -> None:
@@ -136,6 +139,15 @@ def _select(cfg: DictConfig, key: str):
 def value_problems(cfg: DictConfig) -> list[str]:
     """Values of the right type that still cannot work, each naming its key (and the one it clashes with)."""
     problems = []
+    for key, kind, nullable in (("global_batch_size", int, False), ("device_batch_size", int, True),
+                                ("seed", int, False), ("resume_in_place", bool, False)):
+        value = OmegaConf.select(cfg, key, default=None)
+        if key not in cfg or (value is None and nullable):
+            continue
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            problems.append(f"{key}={value!r}: wrong type, expected {kind.__name__}")
+    if problems:  # the checks below do arithmetic on these
+        return problems
     seq, positions = _select(cfg, "data.max_seq_length"), _select(cfg, "model.max_position_embeddings")
     if isinstance(seq, int) and isinstance(positions, int) and seq > positions:
         problems.append(f"data.max_seq_length={seq} is larger than model.max_position_embeddings={positions}: "
@@ -145,6 +157,21 @@ def value_problems(cfg: DictConfig) -> list[str]:
         value = _select(cfg, key)
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
             problems.append(f"{key}={value}: must be a positive number")
+    for key in ("model.hidden_size", "model.num_hidden_layers", "model.num_attention_heads",
+                "model.intermediate_size", "model.max_position_embeddings", "data.max_seq_length",
+                "data.doc_stride", "data.max_query_length", "data.max_predictions_per_seq",
+                "data.tokenizer.vocab_size", "trainer.log_every_n_steps"):
+        value = _select(cfg, key)
+        if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+            problems.append(f"{key}={value}: must be a positive number")
+    for key in ("optim.scheduler.warmup_steps", "optim.optimizer.weight_decay", "trainer.gradient_clip_val"):
+        value = _select(cfg, key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            problems.append(f"{key}={value}: must not be negative")
+    for key in ("model.hidden_dropout_prob", "model.attention_probs_dropout_prob"):
+        value = _select(cfg, key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 <= value < 1:
+            problems.append(f"{key}={value}: a dropout probability is in [0, 1)")
     budget = _select(cfg, "trainer.budget")
     if budget is not None:
         from .budget import BudgetError, parse_budget
@@ -159,4 +186,17 @@ def value_problems(cfg: DictConfig) -> list[str]:
     lr = _select(cfg, "optim.optimizer.lr")
     if isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr <= 0:
         problems.append(f"optim.optimizer.lr={lr}: the learning rate must be positive")
+    problems += _task_problems(cfg)
+    return problems
+
+
+def _task_problems(cfg: DictConfig) -> list[str]:
+    """Options that cannot work for the configured task."""
+    problems = []
+    task = OmegaConf.select(cfg, "task.name", default=None)
+    limit = OmegaConf.select(cfg, "trainer.limit_val_batches", default=None)
+    if task == "squad" and limit is not None and not (isinstance(limit, float) and limit == 1.0):
+        problems.append(f"trainer.limit_val_batches={limit}: question answering scores whole questions, whose "
+                        "windows span batches, so validation needs every batch; to validate on fewer questions "
+                        "set +data.limit_val_examples=N instead")
     return problems

@@ -117,10 +117,51 @@ def render(info: dict) -> str:
     return "\n".join(lines)
 
 
+def run_summary(run_dir: Path) -> dict:
+    """What a run directory says about its run; a run whose process is gone while run.json still says
+    ``running`` is "killed at step N"."""
+    from ..runner.run_dir import lock_is_live, partial_files, read_lock, run_state
+
+    path = run_dir / "run.json"
+    if not path.is_file():
+        raise SystemExit(f"error: {run_dir}: not a run directory (no run.json)")
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        assert isinstance(info, dict)
+    except (ValueError, UnicodeDecodeError, AssertionError):
+        raise SystemExit(f"error: {path}: not valid JSON (damaged)") from None
+    holder = read_lock(run_dir)
+    return {"run_dir": str(run_dir), "status": run_state(run_dir, info), "experiment": info.get("experiment"),
+            "task": info.get("task"), "global_step": info.get("global_step"), "error": info.get("error"),
+            "writer": holder if lock_is_live(holder) else None,
+            "partial_files": [str(p) for p in partial_files(run_dir)],
+            "metrics": info.get("metrics") or {}}
+
+
+def render_run(summary: dict) -> str:
+    lines = [f"run {summary['run_dir']}", f"  status      {summary['status']}",
+             f"  experiment  {summary['experiment']} ({summary['task']})"]
+    if summary["global_step"] is not None:
+        lines.append(f"  step        {summary['global_step']}")
+    if summary["writer"]:
+        lines.append(f"  written by  pid {summary['writer'].get('pid')} on {summary['writer'].get('host')}")
+    if summary["error"]:
+        lines.append(f"  error       {summary['error'].get('type')}: {summary['error'].get('message')}")
+    if summary["partial_files"]:
+        lines.append(f"  partial     {len(summary['partial_files'])} half-written file(s), removed when the run resumes")
+    lines += [f"  {k:<22}{v}" for k, v in sorted(summary["metrics"].items())]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bert_exp.info", description=__doc__.split("\n")[0])
+    parser.add_argument("run", nargs="?", type=Path, help="a run directory: its status (killed runs named so)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
+    if args.run is not None:
+        summary = run_summary(args.run)
+        print(json.dumps(summary, indent=2) if args.json else render_run(summary))
+        return 0
     info = collect()
     print(json.dumps(info, indent=2) if args.json else render(info))
     return 0

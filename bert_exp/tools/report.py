@@ -22,6 +22,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ..errors import UserError  # noqa: E402
+from ..runner.run_dir import run_state  # noqa: E402
 from .sweep import job_dirs, summarize, write_summary  # noqa: E402
 
 
@@ -32,12 +33,19 @@ def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     if not path.is_file():
         raise UserError(f"{path} does not exist: the report reads the CSV logger's file (logger=default or csv)")
     curves: dict[str, dict[int, float]] = defaultdict(dict)
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            step = int(row["step"])
-            for key, value in row.items():
-                if key not in ("step", "epoch") and value not in ("", None):
-                    curves[key][step] = float(value)
+    line = 1
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            for row in reader:
+                line = reader.line_num
+                step = int(row["step"])
+                for key, value in row.items():
+                    if key not in ("step", "epoch") and value not in ("", None):
+                        curves[key][step] = float(value)
+    except (ValueError, KeyError, TypeError, csv.Error, UnicodeDecodeError) as err:
+        raise UserError(f"{path}, line {line}: not a metrics file the CSV logger wrote ({type(err).__name__}: "
+                        f"{err})") from None
     return {key: sorted(points.items()) for key, points in curves.items()}
 
 
@@ -63,8 +71,22 @@ def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def read_info(run_dir: Path) -> dict:
+    """run.json ({} when absent); UserError naming the file when it is not JSON."""
+    path = run_dir / "run.json"
+    if not path.is_file():
+        return {}
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(info, dict):
+        raise UserError(f"{path}: not a run record (a JSON object)")
+    return info
+
+
 def run_report(run_dir: Path, out: Path) -> Path:
-    info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    info = read_info(run_dir)
     curves = read_curves(run_dir)
     out.mkdir(parents=True, exist_ok=True)
     train_keys = sorted(k for k in curves if k.startswith("train/") or k == "lr")
@@ -73,12 +95,14 @@ def run_report(run_dir: Path, out: Path) -> Path:
                           _plot(curves, val_keys, f"{info.get('experiment', run_dir.name)}: validation", out / "val.png"))
               if p is not None]
     lines = [f"# {info.get('experiment', run_dir.name)} ({info.get('task', '?')})", "",
-             f"- run directory: `{run_dir}`", f"- status: {info.get('status', '?')}, step {info.get('global_step', '?')}",
+             f"- run directory: `{run_dir}`", f"- status: {run_state(run_dir, info) if info else '?'}, step {info.get('global_step', '?')}",
              f"- monitored: {info.get('monitor')} = {_fmt((info.get('metrics') or {}).get(info.get('monitor')))}"]
     if info.get("throughput", {}).get("tokens_per_sec"):
         lines.append(f"- throughput: {info['throughput']['tokens_per_sec']:.0f} tokens/s")
     if info.get("overrides"):
         lines.append(f"- overrides: `{' '.join(info['overrides'])}`")
+    if info.get("error"):
+        lines.append(f"- error: {info['error'].get('type')}: {info['error'].get('message')}")
     lines += ["", "| metric | final |", "|---|---|"]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in sorted((info.get("metrics") or {}).items())]
     lines += ["", *(f"![{p.stem}]({p.name})" for p in images)]
@@ -103,8 +127,20 @@ def _job_labels(runs: list[dict]) -> list[str]:
 
 def sweep_report(sweep_dir: Path, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    directories = job_dirs(sweep_dir)
-    runs = [json.loads((d / "run.json").read_text()) for d in directories]
+    directories, runs, skipped = [], [], []
+    for directory in job_dirs(sweep_dir):  # a damaged job is named and left out; the others are drawn
+        try:
+            info = read_info(directory)
+            read_curves(directory)
+        except UserError as err:
+            skipped.append(str(err))
+            print(f"skipping {directory}: {err}", file=sys.stderr)
+            continue
+        info["status"] = run_state(directory, info)
+        directories.append(directory)
+        runs.append(info)
+    if not runs:
+        raise UserError(f"{sweep_dir}: no job with a readable run.json and logs/metrics.csv")
     swept, rows = summarize(runs)
     write_summary(sweep_dir)
     monitor = rows[0]["monitor"]
@@ -145,6 +181,8 @@ def sweep_report(sweep_dir: Path, out: Path) -> Path:
     plt.close(fig)
     images.append(out / "val_curves.png")
     lines = [(sweep_dir / "summary.md").read_text(), *(f"![{p.stem}]({p.name})" for p in images)]
+    if skipped:
+        lines += ["", "Left out (damaged):", *(f"- {s}" for s in skipped)]
     markdown = out / "report.md"
     markdown.write_text("\n".join(lines) + "\n")
     return markdown
@@ -156,8 +194,11 @@ def pipeline_report(run_dir: Path, out: Path) -> Path:
     for name, stage in stages.items():
         stage_dir = Path(stage["run_dir"])
         if (stage_dir / "logs" / "metrics.csv").is_file():
-            run_report(stage_dir, stage_dir / "report")
-            name = f"[{name}]({Path('..', name, 'report', 'report.md')})"
+            try:
+                run_report(stage_dir, stage_dir / "report")
+                name = f"[{name}]({Path('..', name, 'report', 'report.md')})"
+            except UserError as err:
+                print(f"skipping {stage_dir}: {err}", file=sys.stderr)
         lines.append(f"| {name} | {stage['status']} | {stage['monitor']} | {_fmt(stage['value'])} |")
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "report.md"

@@ -24,8 +24,8 @@ def cola_run(env, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("cola") / "run"
     # a short schedule: 300 steps (bf16 on CPU) with a larger rate than the paper's 2e-5, which needs
     # 2-3 epochs to leave the majority-class solution
-    result = run_cli(["+experiment=cola_minilm", "trainer.max_steps=300", "+trainer.val_check_interval=300",
-                      "+trainer.check_val_every_n_epoch=null", "optim.optimizer.lr=1e-4",
+    result = run_cli(["+experiment=cola_minilm", "trainer.max_steps=300", "trainer.val_check_interval=300",
+                      "trainer.check_val_every_n_epoch=null", "optim.optimizer.lr=1e-4",
                       "optim.scheduler.warmup_ratio=0.0", "precision=bf16-mixed", "logger=csv",
                       f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -62,8 +62,8 @@ def test_squad_slice_beats_chance(env, tmp_path):
     run_dir = tmp_path / "squad"
     result = run_cli(["+experiment=squad_v1_minilm_local", "+data.limit_train_examples=1200",
                       "+data.limit_val_examples=150", "data.max_seq_length=160", "data.doc_stride=64",
-                      "global_batch_size=16", "trainer.max_steps=120", "+trainer.val_check_interval=120",
-                      "+trainer.check_val_every_n_epoch=null", "optim.optimizer.lr=1e-4",
+                      "global_batch_size=16", "trainer.max_steps=120", "trainer.val_check_interval=120",
+                      "trainer.check_val_every_n_epoch=null", "optim.optimizer.lr=1e-4",
                       "optim.scheduler.warmup_ratio=0.0", "precision=bf16-mixed", "logger=csv",
                       f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -109,7 +109,7 @@ def test_pretraining_run_exports_and_starts_a_fine_tuning(first_run, tmp_path):
 
     cola_dir = tmp_path / "cola"
     result = run_cli(["+experiment=cola_tiny", f"task.init_from={run_dir}", "trainer.max_steps=5",
-                      "+trainer.limit_val_batches=1", "logger=csv", f"hydra.run.dir={cola_dir}"], env=env)
+                      "trainer.limit_val_batches=1", "logger=csv", f"hydra.run.dir={cola_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     info = json.loads((cola_dir / "run.json").read_text())
     assert info["initialised_from"] == str(run_dir / "checkpoints" / "last.ckpt")

@@ -36,7 +36,7 @@ def test_batch_and_accumulation_are_derived_from_the_global_batch():
     cfg = compose_config(["+experiment=cola_minilm", "hardware=ddp_cpu", "global_batch_size=32", "device_batch_size=4"])
     placement = derive_placement(cfg)
     assert (placement.world_size, placement.device_batch_size, placement.accumulate_grad_batches) == (2, 4, 4)
-    cfg = compose_config(["+experiment=cola_minilm", "hardware=ddp_cpu", "+trainer.accumulate_grad_batches=2"])
+    cfg = compose_config(["+experiment=cola_minilm", "hardware=ddp_cpu", "trainer.accumulate_grad_batches=2"])
     assert derive_placement(cfg).device_batch_size == 8
 
 
