@@ -38,6 +38,32 @@ def shared_overrides() -> list[str]:
                                                "resume_in_place="))]
 
 
+def evaluate_command(cfg: DictConfig, name: str, run_dir: Path, shared: list[str]) -> list[str]:
+    """An ``evaluate`` stage: the downstream suite (python -m bert_exp.evaluate) over earlier stages'
+    models (by stage name, ``scratch:NAME`` for the same shape untrained) or any other source."""
+    stage = cfg.pipeline[name].evaluate
+    earlier = list(cfg.pipeline)[: list(cfg.pipeline).index(name)]
+    sources = []
+    for source in stage.sources:
+        label, _, spec = str(source).rpartition("=")
+        scratch = spec.startswith("scratch:")
+        target = spec.removeprefix("scratch:")
+        if target in earlier:
+            target = str(run_dir / target)
+            label = label or (f"scratch-{spec.removeprefix('scratch:')}" if scratch else spec)
+        elif target in cfg.pipeline:
+            raise ConfigError(f"pipeline.{name}.evaluate.sources: {target} is not an earlier stage")
+        sources.append(f"{label + '=' if label else ''}{'scratch:' if scratch else ''}{target}")
+    command = ["-m", "bert_exp.evaluate", *sources, "--seeds", str(stage.get("seeds", 3)),
+               "--out", str(run_dir / name)]
+    if stage.get("tasks"):
+        command += ["--tasks", *stage.tasks]
+    # the pipeline's own overrides reach every fine-tuning job, except the seed: the suite sets its own
+    for override in [*(o for o in shared if not o.startswith("seed=")), *stage.get("overrides", [])]:
+        command += ["--override", override]
+    return command
+
+
 def check_stages(cfg: DictConfig, run_dir: Path, shared: list[str]) -> dict[str, list[str]]:
     """Each stage's overrides, after composing and validating its config (a typo stops the pipeline
     before any stage runs)."""
@@ -47,6 +73,9 @@ def check_stages(cfg: DictConfig, run_dir: Path, shared: list[str]) -> dict[str,
 
     stages = {}
     for name in cfg.pipeline:
+        if "evaluate" in cfg.pipeline[name]:
+            stages[name] = evaluate_command(cfg, name, run_dir, shared)
+            continue
         overrides = stage_overrides(cfg, name, run_dir, shared)
         try:
             stage_cfg = compose("config", overrides=[*overrides, f"paths.run_dir={run_dir / name}"])
@@ -67,6 +96,17 @@ def run_pipeline(cfg: DictConfig) -> float | None:
     results = {}
     for name, overrides in stages.items():
         stage_dir = run_dir / name
+        if overrides[:2] == ["-m", "bert_exp.evaluate"]:  # finished jobs inside it are skipped by the tool
+            print(f"pipeline: {name}: python {' '.join(overrides)}", flush=True)
+            code = subprocess.call([sys.executable, *overrides])
+            if code != 0:
+                print(f"error: pipeline stage {name} failed (exit code {code}); re-run with "
+                      f"hydra.run.dir={run_dir} to continue", file=sys.stderr)
+                sys.exit(code)
+            results[name] = {"run_dir": str(stage_dir), "status": "finished", "monitor": "suite average",
+                             "value": {row["source"]: row["average"] for row in
+                                       json.loads((stage_dir / "suite.json").read_text())["rows"]}}
+            continue
         previous = read_run_info(stage_dir)
         if previous and previous.get("status") == "finished":
             print(f"pipeline: {name} finished earlier, skipped ({stage_dir})")
@@ -84,5 +124,5 @@ def run_pipeline(cfg: DictConfig) -> float | None:
     (run_dir / "pipeline.json").write_text(json.dumps(results, indent=2))
     for name, result in results.items():
         print(f"pipeline: {name:10s} {result['monitor']} = {result['value']}")
-    last = results[list(results)[-1]]
-    return last["value"]
+    last = results[list(results)[-1]]["value"]
+    return next(iter(last.values()), None) if isinstance(last, dict) else last

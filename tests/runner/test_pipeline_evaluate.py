@@ -1,0 +1,27 @@
+"""A pipeline's evaluate stage: the downstream suite over earlier stages' models and scratch in their shape."""
+
+import pytest
+
+from bert_exp.resources import minilm_dir
+from bert_exp.runner.pipeline import evaluate_command
+from bert_exp.runner.validation import ConfigError
+from helpers import compose_config
+
+
+def test_pipeline_budget_scores_the_pretrained_model_scratch_and_minilm(tmp_path):
+    cfg = compose_config(["+experiment=pipeline_budget"], tmp_path)
+    command = evaluate_command(cfg, "evaluate", tmp_path, ["hardware=cpu", "seed=7"])
+    assert command[:2] == ["-m", "bert_exp.evaluate"]
+    assert command[2:5] == [f"pretrain={tmp_path / 'pretrain'}", f"scratch-pretrain=scratch:{tmp_path / 'pretrain'}",
+                            f"all-MiniLM-L6-v2={minilm_dir()}"]
+    assert command[command.index("--seeds") + 1] == "3" and command[command.index("--out") + 1] == str(tmp_path / "evaluate")
+    assert ["--override", "hardware=cpu"] == command[-2:]  # the pipeline's seed is not the suite's
+    assert "seed=7" not in command
+
+
+def test_evaluate_stage_names_only_earlier_stages(tmp_path):
+    cfg = compose_config(["+experiment=pipeline_budget",
+                          "pipeline.evaluate.evaluate.sources=[later]", "+pipeline.later.experiment=pretrain_tiny"],
+                         tmp_path)
+    with pytest.raises(ConfigError, match="later is not an earlier stage"):
+        evaluate_command(cfg, "evaluate", tmp_path, [])
