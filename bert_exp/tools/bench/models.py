@@ -4,7 +4,7 @@ sequence length, precision, device."""
 from __future__ import annotations
 
 import torch
-from omegaconf import OmegaConf
+import yaml
 
 from ...resources import resource_dir
 from ...model import BertConfig
@@ -23,7 +23,7 @@ def model_config(size: str) -> BertConfig:
     if not path.is_file():
         sizes = sorted(p.stem for p in path.parent.glob("*.yaml"))
         raise SystemExit(f"error: no model size {size!r} (conf/model has {', '.join(sizes)})")
-    values = OmegaConf.to_container(OmegaConf.load(path))
+    values = yaml.safe_load(path.read_text())
     values.pop("_target_", None)
     return BertConfig(**values)
 
