@@ -6,6 +6,7 @@ attention.self.query.weight`` ...), so a state dict moves between the two withou
 
 from __future__ import annotations
 
+import dataclasses
 
 import torch
 import torch.nn.functional as F
@@ -401,10 +402,81 @@ class BertForTokenClassification(BertPreTrainedModel):
         return self.classifier(self.dropout(self.features(input_ids, token_type_ids, attention_mask)))
 
 
+class BertForMaskedLM(BertPreTrainedModel):
+    """BERT with the masked-LM head only (no pooler, no NSP): ELECTRA's generator, and a causal LM's
+    next-token head when given every position."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.cls = nn.Module()
+        self.cls.predictions = BertLMPredictionHead(config)
+        self.init_weights()
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, masked_lm_positions=None) -> torch.Tensor:
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
+        if masked_lm_positions is not None:
+            sequence_output = gather_positions(sequence_output, masked_lm_positions)
+        return self.cls.predictions(sequence_output)
+
+
+def generator_config(config: BertConfig, size: float) -> BertConfig:
+    """ELECTRA's generator: the discriminator's depth with ``size`` times its hidden and intermediate
+    sizes (heads of the discriminator's width), reading the discriminator's embeddings through a
+    projection (``embedding_size`` = the embeddings' width)."""
+    hidden = max(config.head_dim, round(config.hidden_size * size / config.head_dim) * config.head_dim)
+    return dataclasses.replace(config, hidden_size=hidden, num_attention_heads=hidden // config.head_dim,
+                               intermediate_size=max(1, round(config.intermediate_size * size)),
+                               embedding_size=config.embedding_width, causal=False)
+
+
+class ElectraDiscriminatorPredictions(nn.Module):
+    """Replaced-token detection: dense, activation, one logit per token (HuggingFace ELECTRA's names)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = _activation(config.hidden_act)
+        self.dense_prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dense_prediction(self.act(self.dense(x))).squeeze(-1)
+
+
+class ElectraForPreTraining(BertPreTrainedModel):
+    """ELECTRA (Clark et al. 2020): a small generator (masked LM) and the discriminator, which is our
+    BERT encoder under ``bert.`` (what fine-tuning starts from and export writes) with a replaced-token
+    detection head. The two share the token, position and token-type embeddings (one module)."""
+
+    def __init__(self, config: BertConfig, generator_size: float = 0.25):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.discriminator_predictions = ElectraDiscriminatorPredictions(config)
+        self.generator = BertForMaskedLM(generator_config(config, generator_size))
+        self.init_weights()
+        self.generator.bert.embeddings = self.bert.embeddings  # shared
+        self.generator.tie_weights()
+
+    def generate(self, input_ids, token_type_ids, attention_mask, masked_lm_positions) -> torch.Tensor:
+        """The generator's MLM logits at the masked positions [batch, n, vocab]."""
+        return self.generator(input_ids, token_type_ids, attention_mask, masked_lm_positions)
+
+    def discriminate(self, input_ids, token_type_ids, attention_mask) -> torch.Tensor:
+        """One replaced-or-original logit per token [batch, seq]."""
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
+        return self.discriminator_predictions(sequence_output)
+
+
 def num_parameters(module: nn.Module) -> int:
     """Parameters counted once each (the tied decoder weight is the word embedding)."""
     return sum(p.numel() for p in module.parameters())
 
 
-__all__ = ["BertModel", "BertForPreTraining", "BertForSequenceClassification", "BertForQuestionAnswering",
+__all__ = ["BertModel", "BertForPreTraining", "BertForMaskedLM", "ElectraForPreTraining", "generator_config", "BertForSequenceClassification", "BertForQuestionAnswering",
            "BertForTokenClassification", "gather_positions", "num_parameters"]
