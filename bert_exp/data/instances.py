@@ -96,11 +96,16 @@ def create_instances_from_document(
 def pack_full_sentences(documents: list[np.ndarray], max_seq_length: int) -> list[Instance]:
     """MLM-only instances as RoBERTa's FULL-SENTENCES: whole sentences packed contiguously up to
     ``max_seq_length - 2`` tokens, crossing document boundaries, where the dataset inserts an extra
-    [SEP] (counted here). A sentence longer than that is cut into pieces."""
+    [SEP] (counted here). A sentence longer than that is cut into pieces. Only adjacent documents share
+    an instance: where the next document does not start at the previous one's end (a document of the
+    other split lies between), the instance ends, so it never holds tokens of documents it was not given."""
     capacity = max_seq_length - 2  # [CLS] ... [SEP]
     instances: list[Instance] = []
     start, end, used = None, 0, 0
     for bounds in documents:
+        if start is not None and int(bounds[0]) != end:
+            instances.append((start, end - start, 0, 0, -1))
+            start, used = None, 0
         for k in range(len(bounds) - 1):
             lo, hi = int(bounds[k]), int(bounds[k + 1])
             separator = 1 if (start is not None and k == 0) else 0

@@ -196,6 +196,10 @@ class PretrainingDataModule(VocabularyDataModule):
         for name in ("file_boundaries", "layout"):  # absent from the keys of caches built before they existed
             if settings[name] is None:
                 del settings[name]
+        if not settings["nsp"] and "layout" not in settings:
+            # full-sentence instances once spanned the other split's documents between two of theirs:
+            # caches built then are not reused
+            settings["full_sentences"] = "adjacent_documents"
         key = config_key(self.input_key, vocab_hash, settings)
         return self.cache_dir / "corpus" / key
 

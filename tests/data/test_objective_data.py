@@ -150,3 +150,15 @@ def test_the_cache_builds_each_layout(tmp_path, layout):
         assert all((s["input_ids"] == 3).sum() == 1 for s in samples)  # no [SEP] between documents inside
     else:
         assert {s["next_sentence_label"] for s in samples} == {0, 1}
+
+
+def test_full_sentences_never_span_documents_they_were_not_given():
+    documents = random_documents(30, seed=4)
+    train = [d for i, d in enumerate(documents) if i % 7]  # a held-out document every 7: gaps
+    instances = np.asarray(pack_full_sentences(train, 64))
+    assert np.all(instances[:, 1] <= 62)
+    given = np.zeros(int(documents[-1][-1]), dtype=bool)
+    for d in train:
+        given[d[0]:d[-1]] = True
+    for start, length in instances[:, :2]:
+        assert given[start:start + length].all()
