@@ -37,7 +37,13 @@ import torch
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from .instances import create_instances_from_document, pack_full_sentences
+from .instances import (
+    create_instances_from_document,
+    create_sentence_pairs_from_document,
+    create_sop_instances_from_document,
+    pack_doc_sentences,
+    pack_full_sentences,
+)
 from .masking import IGNORE_INDEX
 from .text import CorpusError, ReadReport, iter_documents
 
@@ -45,6 +51,41 @@ log = logging.getLogger("bert_exp.data")
 
 # a file whose instances leave out more than this fraction of its tokens is named in a warning
 DROPPED_WARNING_FRACTION = 0.1
+
+# pre-training objectives (the `objective` config group) and RoBERTa's four input formats
+OBJECTIVES = ("mlm_nsp", "mlm", "mlm_sop", "clm", "electra")
+PACKINGS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences")
+# packing -> (InstanceSettings.nsp: sentence-pair instances, InstanceSettings.layout)
+_PACKING_LAYOUT = {"segment_pair": (True, None), "sentence_pair": (True, "sentence_pair"),
+                   "full_sentences": (False, None), "doc_sentences": (False, "doc_sentences")}
+
+
+def instance_layout(objective: str = "mlm_nsp", packing: str | None = None, nsp: bool = True) -> tuple[bool, str | None]:
+    """The instances an objective trains on, as ``(InstanceSettings.nsp, InstanceSettings.layout)``.
+
+    ``mlm_nsp``: BERT's segment pairs, half with a random next segment. ``mlm_sop``: two consecutive
+    segments, swapped half the time. ``mlm``, ``electra``: one of RoBERTa's formats (``packing``, by
+    default ``full_sentences``); ``clm``: ``full_sentences`` or ``doc_sentences``. ``nsp=False`` with
+    ``mlm_nsp`` is the older spelling of ``objective=mlm`` (full sentences); the settings of the
+    default objectives are those caches had before objectives existed, so their cache keys stay."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"data.objective={objective!r}: expected one of {', '.join(OBJECTIVES)}")
+    if packing is not None and packing not in PACKINGS:
+        raise ValueError(f"data.packing={packing!r}: expected one of {', '.join(PACKINGS)} (or null)")
+    if not nsp:
+        if objective != "mlm_nsp":
+            raise ValueError(f"data.nsp=false is the older spelling of objective=mlm; with objective={objective} "
+                             "leave data.nsp at true")
+        objective = "mlm"
+    if objective in ("mlm_nsp", "mlm_sop"):
+        if packing not in (None, "segment_pair"):
+            raise ValueError(f"data.packing={packing}: objective={objective} trains on segment pairs "
+                             "(packing: segment_pair or null)")
+        return True, "sop" if objective == "mlm_sop" else None
+    packing = packing or "full_sentences"
+    if objective == "clm" and packing not in ("full_sentences", "doc_sentences"):
+        raise ValueError(f"data.packing={packing}: objective=clm reads running text (full_sentences or doc_sentences)")
+    return _PACKING_LAYOUT[packing]
 
 
 @dataclass(frozen=True)
@@ -65,6 +106,9 @@ class InstanceSettings:
     seed: int = 12345
     # files with their own [doc_boundary, document_regex] (inputs given as {path, doc_boundary}); None: none
     file_boundaries: dict | None = None
+    # None: BERT's segment pairs (nsp) or RoBERTa's full sentences (not nsp); with nsp "sentence_pair"
+    # or "sop" (ALBERT's sentence order), without "doc_sentences" (see instance_layout)
+    layout: str | None = None
 
 
 @dataclass
@@ -101,13 +145,16 @@ def _tokenize_by_file(files: list[Path], tokenizer: Tokenizer, s: InstanceSettin
             yield file_index, ids
 
 
-def _covered(instances: list, own_b: bool) -> int:
+def _covered(instances: list, own_b: bool, sop: bool = False) -> int:
     """Tokens of its own document(s) that instances hold: A always, B when it is the actual next
-    segment (a random B comes from another document, whose own instances count it)."""
+    segment (a random B comes from another document, whose own instances count it); with ``sop`` both
+    segments always (the label says the order, not the origin)."""
     if not instances:
         return 0
     array = np.asarray(instances, dtype=np.int64).reshape(-1, 5)
     covered = int(array[:, 1].sum())
+    if sop:
+        return covered + int(array[:, 3].sum())
     if own_b:
         covered += int(array[array[:, 4] == 0, 3].sum())
     return covered
@@ -182,7 +229,7 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
     order = list(range(len(documents)))
     rng.shuffle(order)
     num_val = max(s.min_val_documents, round(s.val_fraction * len(documents))) if s.val_fraction > 0 else 0
-    min_docs = 2 if s.nsp else 1  # NotNext needs another document in the same split
+    min_docs = 2 if s.nsp and s.layout != "sop" else 1  # NotNext needs another document in the same split
     if num_val and (num_val < min_docs or len(documents) - num_val < min_docs):
         raise CorpusError(
             f"the corpus has {len(documents)} documents: too few to hold out {num_val} for validation "
@@ -197,13 +244,22 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
         for copy in range(s.dupe_factor):
             if s.nsp:
                 for index in range(len(split_docs)):
-                    made = create_instances_from_document(
-                        split_docs, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document)
+                    if s.layout == "sentence_pair":
+                        made = create_sentence_pairs_from_document(split_docs, index, s.max_seq_length, rng)
+                    elif s.layout == "sop":
+                        made = create_sop_instances_from_document(
+                            split_docs, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document)
+                    else:
+                        made = create_instances_from_document(
+                            split_docs, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document)
                     if copy == 0:  # tokens lost: what the first copy's instances of a document leave out
                         bounds = split_docs[index]
                         stats[doc_files[doc_ids[index]]].dropped += \
-                            int(bounds[-1] - bounds[0]) - _covered(made, own_b=True)
+                            int(bounds[-1] - bounds[0]) - _covered(made, own_b=True, sop=s.layout == "sop")
                     instances.append(np.asarray(made, dtype=np.int64).reshape(-1))
+            elif s.layout == "doc_sentences":
+                instances.append(np.asarray(pack_doc_sentences(split_docs, s.max_seq_length),
+                                            dtype=np.int64).reshape(-1))
             else:  # packing cuts long sentences into pieces: nothing is dropped
                 instances.append(np.asarray(pack_full_sentences(split_docs, s.max_seq_length),
                                             dtype=np.int64).reshape(-1))

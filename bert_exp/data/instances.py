@@ -96,11 +96,16 @@ def create_instances_from_document(
 def pack_full_sentences(documents: list[np.ndarray], max_seq_length: int) -> list[Instance]:
     """MLM-only instances as RoBERTa's FULL-SENTENCES: whole sentences packed contiguously up to
     ``max_seq_length - 2`` tokens, crossing document boundaries, where the dataset inserts an extra
-    [SEP] (counted here). A sentence longer than that is cut into pieces."""
+    [SEP] (counted here). A sentence longer than that is cut into pieces. Only adjacent documents share
+    an instance: where the next document does not start at the previous one's end (a document of the
+    other split lies between), the instance ends, so it never holds tokens of documents it was not given."""
     capacity = max_seq_length - 2  # [CLS] ... [SEP]
     instances: list[Instance] = []
     start, end, used = None, 0, 0
     for bounds in documents:
+        if start is not None and int(bounds[0]) != end:
+            instances.append((start, end - start, 0, 0, -1))
+            start, used = None, 0
         for k in range(len(bounds) - 1):
             lo, hi = int(bounds[k]), int(bounds[k + 1])
             separator = 1 if (start is not None and k == 0) else 0
@@ -116,4 +121,95 @@ def pack_full_sentences(documents: list[np.ndarray], max_seq_length: int) -> lis
             end = hi
     if start is not None:
         instances.append((start, end - start, 0, 0, -1))
+    return instances
+
+
+def pack_doc_sentences(documents: list[np.ndarray], max_seq_length: int) -> list[Instance]:
+    """MLM-only instances as RoBERTa's DOC-SENTENCES: whole sentences packed contiguously up to
+    ``max_seq_length - 2`` tokens, never crossing a document boundary (an instance ends with its
+    document, and may be shorter). A sentence longer than that is cut into pieces."""
+    instances: list[Instance] = []
+    for bounds in documents:
+        instances += pack_full_sentences([bounds], max_seq_length)
+    return instances
+
+
+def create_sentence_pairs_from_document(
+    documents: list[np.ndarray],
+    document_index: int,
+    max_seq_length: int,
+    rng: random.Random,
+) -> list[Instance]:
+    """RoBERTa's SENTENCE-PAIR format: each instance is a pair of natural sentences, the actual next
+    sentence of the document or (half the time, and always for a document's last sentence) a random
+    sentence of another document; ``is_random_next`` says which. A sentence used as the actual next one
+    is consumed with its predecessor. Pairs longer than ``max_seq_length - 3`` are cut by
+    :func:`truncate_seq_pair`."""
+    bounds = documents[document_index]
+    num_sentences = len(bounds) - 1
+    max_num_tokens = max_seq_length - 3
+    instances: list[Instance] = []
+    i = 0
+    while i < num_sentences:
+        a = [int(bounds[i]), int(bounds[i + 1])]
+        if i == num_sentences - 1 or rng.random() < 0.5:
+            is_random_next = 1
+            other = documents[_other_document(len(documents), document_index, rng)]
+            j = rng.randint(0, len(other) - 2)
+            b = [int(other[j]), int(other[j + 1])]
+            i += 1
+        else:
+            is_random_next = 0
+            b = [int(bounds[i + 1]), int(bounds[i + 2])]
+            i += 2
+        truncate_seq_pair(a, b, max_num_tokens, rng)
+        instances.append((a[0], a[1] - a[0], b[0], b[1] - b[0], is_random_next))
+    return instances
+
+
+def create_sop_instances_from_document(
+    documents: list[np.ndarray],
+    document_index: int,
+    max_seq_length: int,
+    short_seq_prob: float,
+    rng: random.Random,
+    short_seq_per_document: bool = False,
+) -> list[Instance]:
+    """ALBERT's sentence-order prediction: BERT's chunks of sentences up to a target length, split into
+    two consecutive segments of the same document (A before B), swapped half the time; the label is 1
+    when swapped. Unlike ALBERT's code, a chunk of a single sentence is split inside the sentence at a
+    random token (ALBERT pairs it with a random segment of another document, which is NSP's task, not
+    order); a one-token chunk (a document's last, one-token sentence) makes no instance."""
+    bounds = documents[document_index]
+    num_sentences = len(bounds) - 1
+    max_num_tokens = max_seq_length - 3
+
+    def draw_target_length() -> int:
+        if rng.random() < short_seq_prob:
+            return rng.randint(2, max_num_tokens)
+        return max_num_tokens
+
+    target_seq_length = draw_target_length()
+    instances: list[Instance] = []
+    chunk_start, current_length, i = 0, 0, 0
+    while i < num_sentences:
+        current_length += int(bounds[i + 1] - bounds[i])
+        if i == num_sentences - 1 or current_length >= target_seq_length:
+            chunk_len = i - chunk_start + 1
+            lo, hi = int(bounds[chunk_start]), int(bounds[i + 1])
+            if chunk_len >= 2:
+                cut = int(bounds[chunk_start + rng.randint(1, chunk_len - 1)])
+            else:
+                cut = rng.randint(lo + 1, hi - 1) if hi - lo >= 2 else None
+            if cut is not None:
+                a, b = [lo, cut], [cut, hi]
+                truncate_seq_pair(a, b, max_num_tokens, rng)
+                swapped = int(rng.random() < 0.5)
+                if swapped:
+                    a, b = b, a
+                instances.append((a[0], a[1] - a[0], b[0], b[1] - b[0], swapped))
+            chunk_start, current_length = i + 1, 0
+            if not short_seq_per_document:
+                target_seq_length = draw_target_length()
+        i += 1
     return instances

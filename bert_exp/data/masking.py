@@ -204,3 +204,16 @@ class PretrainingCollator:
             masked, positions, labels = mask_tokens(ids, candidates, *args, lengths=lengths, **extra)
         batch.update(input_ids=masked, masked_lm_positions=positions, masked_lm_labels=labels)
         return batch
+
+
+class CausalLMCollator(PretrainingCollator):
+    """Pads instances into a batch for left-to-right language modelling: nothing is masked; ``labels``
+    are the input ids (-100 at padding), which the loss shifts to predict each next token."""
+
+    def __init__(self, special: SpecialIds, pad_to: int | None = None):
+        super().__init__(special, pad_to=pad_to)
+
+    def __call__(self, samples: list[dict]) -> dict[str, torch.Tensor]:
+        batch = self.pad(samples)
+        batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)
+        return batch

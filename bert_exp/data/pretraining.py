@@ -13,9 +13,9 @@ import torch
 from tokenizers import Tokenizer
 
 from .base import VocabularyDataModule
-from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
+from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache, instance_layout
 from .hashing import config_key
-from .masking import PretrainingCollator, continuation_table
+from .masking import CausalLMCollator, PretrainingCollator, continuation_table
 from .text import CorpusError, detect_format, expand_inputs, iter_documents
 from .tokenizer import (
     atomic_directory,
@@ -78,6 +78,8 @@ class PretrainingDataModule(VocabularyDataModule):
         short_seq_prob: float = 0.1,
         short_seq_per_document: bool = False,
         nsp: bool = True,
+        objective: str = "mlm_nsp",
+        packing: str | None = None,
         masking: str = "dynamic",
         dupe_factor: int = 1,
         val_fraction: float = 0.02,
@@ -97,13 +99,16 @@ class PretrainingDataModule(VocabularyDataModule):
         super().__init__(tokenizer.vocab_file, tokenizer.lowercase, download)
         if masking not in ("dynamic", "static"):
             raise ValueError(f"data.masking={masking!r}: expected dynamic or static")
+        # the objective's instances (conf/objective): sentence pairs, or one of RoBERTa's packings
+        pairs, layout = instance_layout(objective, packing, nsp)
+        self.objective = objective if nsp else "mlm"
         self.inputs = [_parse_input(item) for item in files]
         self.files_spec = [path for path, _ in self.inputs]
         self.tokenizer_spec = tokenizer
         self.cache_dir = Path(cache_dir).expanduser()
         self.settings = InstanceSettings(
             max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
-            short_seq_per_document=short_seq_per_document, nsp=nsp, dupe_factor=dupe_factor,
+            short_seq_per_document=short_seq_per_document, nsp=pairs, layout=layout, dupe_factor=dupe_factor,
             val_fraction=val_fraction, min_val_documents=min_val_documents,
             encoding_fallback=encoding_fallback, doc_boundary=doc_boundary, document_regex=document_regex,
             line_is_sentence=line_is_sentence, seed=seed,
@@ -188,8 +193,13 @@ class PretrainingDataModule(VocabularyDataModule):
     def corpus_dir(self) -> Path:
         vocab_hash = config_key(vocab_list(self.tokenizer), self.lowercase)
         settings = dict(self.settings.__dict__)
-        if settings["file_boundaries"] is None:  # absent from the keys of caches built before it existed
-            del settings["file_boundaries"]
+        for name in ("file_boundaries", "layout"):  # absent from the keys of caches built before they existed
+            if settings[name] is None:
+                del settings[name]
+        if not settings["nsp"] and "layout" not in settings:
+            # full-sentence instances once spanned the other split's documents between two of theirs:
+            # caches built then are not reused
+            settings["full_sentences"] = "adjacent_documents"
         key = config_key(self.input_key, vocab_hash, settings)
         return self.cache_dir / "corpus" / key
 
@@ -222,6 +232,9 @@ class PretrainingDataModule(VocabularyDataModule):
             split: PretrainingDataset(directory, split, special.cls, special.sep, mask_seed, static)
             for split in ("train", "val")
         }
+        if self.objective == "clm":  # every next token is predicted: nothing is masked
+            self.collator = CausalLMCollator(special, pad_to=self.settings.max_seq_length if self.pad_to_max_length else None)
+            return
         self.collator = PretrainingCollator(
             special, self.masked_lm_prob, self.max_predictions_per_seq,
             pad_to=self.settings.max_seq_length if self.pad_to_max_length else None, static=static,

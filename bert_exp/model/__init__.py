@@ -2,9 +2,9 @@
 
 from .config import BertConfig
 from .modeling import (
-    BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification, BertModel, gather_positions,
+    BertForMaskedLM, BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification, BertModel, ElectraForPreTraining, gather_positions,
     num_parameters,
 )
 
-__all__ = ["BertConfig", "BertModel", "BertForPreTraining", "BertForSequenceClassification",
+__all__ = ["BertConfig", "BertModel", "BertForPreTraining", "BertForMaskedLM", "ElectraForPreTraining", "BertForSequenceClassification",
            "BertForQuestionAnswering", "BertForTokenClassification", "gather_positions", "num_parameters"]

@@ -6,7 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 
 
-OURS_ONLY = ("initializer",)  # fields HuggingFace's BertConfig does not have
+OURS_ONLY = ("initializer", "embedding_size", "share_layers", "causal")  # fields HuggingFace's BertConfig lacks
+# ours alone, and a model using them has no HuggingFace BERT equivalent (export refuses it)
+NOT_BERT = {"embedding_size": None, "share_layers": False, "causal": False}
 
 
 @dataclass
@@ -30,6 +32,14 @@ class BertConfig:
     initializer: str = "normal"
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
+    # ALBERT's factorised embedding: embeddings of this size, projected to hidden_size
+    # (``encoder.embedding_hidden_mapping_in``); None: embeddings are hidden_size wide (BERT)
+    embedding_size: int | None = None
+    # ALBERT's cross-layer sharing: one layer's weights used for all num_hidden_layers layers
+    share_layers: bool = False
+    # a left-to-right model: each position attends to itself and the positions before it (objective=clm);
+    # the pooled output is then the last token's, the only one that has seen the whole input
+    causal: bool = False
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:
@@ -41,6 +51,17 @@ class BertConfig:
             raise ValueError(f"model.hidden_act={self.hidden_act!r}: expected 'gelu' or 'gelu_tanh'")
         if self.initializer not in ("normal", "truncated_normal"):
             raise ValueError(f"model.initializer={self.initializer!r}: expected 'normal' or 'truncated_normal'")
+        if self.embedding_size is not None and self.embedding_size <= 0:
+            raise ValueError(f"model.embedding_size={self.embedding_size}: must be positive (or null)")
+
+    @property
+    def embedding_width(self) -> int:
+        """The width of the embeddings (and of the MLM head's output transform)."""
+        return self.embedding_size or self.hidden_size
+
+    def non_bert_options(self) -> dict:
+        """The options in use that a HuggingFace BERT cannot express (empty for a plain BERT)."""
+        return {k: getattr(self, k) for k, default in NOT_BERT.items() if getattr(self, k) != default}
 
     @property
     def head_dim(self) -> int:

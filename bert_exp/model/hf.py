@@ -117,9 +117,20 @@ def hf_config_dict(ckpt: Checkpoint) -> dict:
     return values
 
 
+def check_exportable(ckpt: Checkpoint) -> None:
+    """Refuses a model that a HuggingFace BERT cannot reproduce (ALBERT's factorised embedding or shared
+    layers, a causal mask): transformers would load it with other weights, or attend differently."""
+    options = ckpt.config.non_bert_options()
+    if options:
+        settings = ", ".join(f"model.{k}={v}" for k, v in options.items())
+        raise CheckpointError(f"{ckpt.source}: a model with {settings} has no HuggingFace BERT equivalent and "
+                              "cannot be exported as one (bert_exp itself fine-tunes from the run directory or .ckpt)")
+
+
 def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
     """Writes ``model.safetensors``, ``config.json``, ``vocab.txt`` and the tokenizer config."""
     out = Path(out_dir)
+    check_exportable(ckpt)
     if out.exists() and any(out.iterdir()):
         raise CheckpointError(f"{out} exists and is not empty; choose a new directory (nothing is overwritten)")
     out.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ attention.self.query.weight`` ...), so a state dict moves between the two withou
 
 from __future__ import annotations
 
+import dataclasses
 
 import torch
 import torch.nn.functional as F
@@ -23,10 +24,11 @@ class BertEmbeddings(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         # padding_idx as in HuggingFace: the [PAD] row starts at zero and receives no gradient
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        width = config.embedding_width  # hidden_size, or ALBERT's embedding_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
+        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
@@ -129,16 +131,31 @@ class BertLayer(nn.Module):
 
 
 class BertEncoder(nn.Module):
+    """The layers; with ``embedding_size`` first ALBERT's projection of the embeddings to the hidden size
+    (HuggingFace ALBERT's name, ``embedding_hidden_mapping_in``), with ``share_layers`` one layer's
+    weights (``layer.0``) applied ``num_hidden_layers`` times."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.num_hidden_layers = config.num_hidden_layers
+        if config.embedding_size is not None:
+            self.embedding_hidden_mapping_in = nn.Linear(config.embedding_size, config.hidden_size)
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(1 if config.share_layers else config.num_hidden_layers))
+
+    def layers(self):
+        """The layer applied at each depth (the same module every time with shared layers)."""
+        if len(self.layer) == self.num_hidden_layers:
+            return list(self.layer)
+        return [self.layer[0]] * self.num_hidden_layers
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None,
                 output_hidden_states: bool = False) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """The last layer's output; with ``output_hidden_states`` also every layer's, from the same pass:
         [embeddings, layer 1, ..., layer L] as HuggingFace's ``hidden_states``."""
+        if hasattr(self, "embedding_hidden_mapping_in"):
+            x = self.embedding_hidden_mapping_in(x)
         hidden = [x]
-        for layer in self.layer:
+        for layer in self.layers():
             x = layer(x, attn_mask)
             if output_hidden_states:
                 hidden.append(x)
@@ -146,12 +163,22 @@ class BertEncoder(nn.Module):
 
 
 class BertPooler(nn.Module):
+    """dense + tanh on [CLS]; on a causal model on the last (non-padding) token, the only position that
+    has seen the whole input."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
+        self.causal = config.causal
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
-    def forward(self, sequence_output: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(sequence_output[:, 0]))
+    def forward(self, sequence_output: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.causal:
+            return torch.tanh(self.dense(sequence_output[:, 0]))
+        batch, length = sequence_output.shape[:2]
+        last = (attention_mask.long().sum(dim=1) - 1).clamp(min=0) if attention_mask is not None \
+            else torch.full((batch,), length - 1, device=sequence_output.device)
+        token = sequence_output[torch.arange(batch, device=sequence_output.device), last]
+        return torch.tanh(self.dense(token))
 
 
 class BertPreTrainedModel(nn.Module):
@@ -186,11 +213,18 @@ class BertPreTrainedModel(nn.Module):
         self.apply(self._init_weights)
 
 
-def extended_attention_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """(batch, seq) 1/0 padding mask -> (batch, 1, 1, seq) boolean mask for SDPA (True = attend)."""
-    if attention_mask is None:
-        return None
-    return attention_mask.bool()[:, None, None, :]
+def extended_attention_mask(attention_mask: torch.Tensor | None, causal: bool = False,
+                            seq_len: int | None = None, device=None) -> torch.Tensor | None:
+    """(batch, seq) 1/0 padding mask -> (batch, 1, 1, seq) boolean mask for SDPA (True = attend). With
+    ``causal`` (batch, 1, seq, seq): a position also attends only to itself and the ones before it."""
+    mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
+    if not causal:
+        return mask
+    if seq_len is None:
+        seq_len = attention_mask.shape[1]
+    device = attention_mask.device if attention_mask is not None else device
+    future = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()[None, None]
+    return future if mask is None else mask & future
 
 
 class BertModel(BertPreTrainedModel):
@@ -212,18 +246,20 @@ class BertModel(BertPreTrainedModel):
         """Returns (sequence_output [batch, seq, hidden], pooled_output [batch, hidden] or None), and with
         ``output_hidden_states`` a third item: the embeddings and every layer's output (one pass)."""
         x = self.embeddings(input_ids, token_type_ids)
-        out = self.encoder(x, extended_attention_mask(attention_mask), output_hidden_states)
+        mask = extended_attention_mask(attention_mask, self.config.causal, input_ids.shape[1], input_ids.device)
+        out = self.encoder(x, mask, output_hidden_states)
         sequence_output, hidden = out if output_hidden_states else (out, None)
-        pooled = self.pooler(sequence_output) if self.pooler is not None else None
+        pooled = self.pooler(sequence_output, attention_mask) if self.pooler is not None else None
         return (sequence_output, pooled, hidden) if output_hidden_states else (sequence_output, pooled)
 
 
 class BertPredictionHeadTransform(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        # to the embedding width, so the decoder can be the word embeddings (ALBERT's head with embedding_size)
+        self.dense = nn.Linear(config.hidden_size, config.embedding_width)
         self.act = _activation(config.hidden_act)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = nn.LayerNorm(config.embedding_width, eps=config.layer_norm_eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.act(self.dense(x)))
@@ -233,7 +269,7 @@ class BertLMPredictionHead(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.transform = BertPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.decoder = nn.Linear(config.embedding_width, config.vocab_size)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.decoder.bias = self.bias  # one bias, reachable under both HuggingFace names
 
@@ -366,10 +402,81 @@ class BertForTokenClassification(BertPreTrainedModel):
         return self.classifier(self.dropout(self.features(input_ids, token_type_ids, attention_mask)))
 
 
+class BertForMaskedLM(BertPreTrainedModel):
+    """BERT with the masked-LM head only (no pooler, no NSP): ELECTRA's generator, and a causal LM's
+    next-token head when given every position."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.cls = nn.Module()
+        self.cls.predictions = BertLMPredictionHead(config)
+        self.init_weights()
+        self.tie_weights()
+
+    def tie_weights(self) -> None:
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, masked_lm_positions=None) -> torch.Tensor:
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
+        if masked_lm_positions is not None:
+            sequence_output = gather_positions(sequence_output, masked_lm_positions)
+        return self.cls.predictions(sequence_output)
+
+
+def generator_config(config: BertConfig, size: float) -> BertConfig:
+    """ELECTRA's generator: the discriminator's depth with ``size`` times its hidden and intermediate
+    sizes (heads of the discriminator's width), reading the discriminator's embeddings through a
+    projection (``embedding_size`` = the embeddings' width)."""
+    hidden = max(config.head_dim, round(config.hidden_size * size / config.head_dim) * config.head_dim)
+    return dataclasses.replace(config, hidden_size=hidden, num_attention_heads=hidden // config.head_dim,
+                               intermediate_size=max(1, round(config.intermediate_size * size)),
+                               embedding_size=config.embedding_width, causal=False)
+
+
+class ElectraDiscriminatorPredictions(nn.Module):
+    """Replaced-token detection: dense, activation, one logit per token (HuggingFace ELECTRA's names)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = _activation(config.hidden_act)
+        self.dense_prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dense_prediction(self.act(self.dense(x))).squeeze(-1)
+
+
+class ElectraForPreTraining(BertPreTrainedModel):
+    """ELECTRA (Clark et al. 2020): a small generator (masked LM) and the discriminator, which is our
+    BERT encoder under ``bert.`` (what fine-tuning starts from and export writes) with a replaced-token
+    detection head. The two share the token, position and token-type embeddings (one module)."""
+
+    def __init__(self, config: BertConfig, generator_size: float = 0.25):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.discriminator_predictions = ElectraDiscriminatorPredictions(config)
+        self.generator = BertForMaskedLM(generator_config(config, generator_size))
+        self.init_weights()
+        self.generator.bert.embeddings = self.bert.embeddings  # shared
+        self.generator.tie_weights()
+
+    def generate(self, input_ids, token_type_ids, attention_mask, masked_lm_positions) -> torch.Tensor:
+        """The generator's MLM logits at the masked positions [batch, n, vocab]."""
+        return self.generator(input_ids, token_type_ids, attention_mask, masked_lm_positions)
+
+    def discriminate(self, input_ids, token_type_ids, attention_mask) -> torch.Tensor:
+        """One replaced-or-original logit per token [batch, seq]."""
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
+        return self.discriminator_predictions(sequence_output)
+
+
 def num_parameters(module: nn.Module) -> int:
     """Parameters counted once each (the tied decoder weight is the word embedding)."""
     return sum(p.numel() for p in module.parameters())
 
 
-__all__ = ["BertModel", "BertForPreTraining", "BertForSequenceClassification", "BertForQuestionAnswering",
+__all__ = ["BertModel", "BertForPreTraining", "BertForMaskedLM", "ElectraForPreTraining", "generator_config", "BertForSequenceClassification", "BertForQuestionAnswering",
            "BertForTokenClassification", "gather_positions", "num_parameters"]

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 # BertConfig fields that must agree between the configured model and a checkpoint it starts from
 SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "max_position_embeddings", "type_vocab_size", "hidden_act")
+                "max_position_embeddings", "type_vocab_size", "hidden_act", "embedding_size", "share_layers")
 
 
 def check_compatible(config: BertConfig, ckpt: Checkpoint) -> None:
@@ -95,6 +95,13 @@ class BertTask(L.LightningModule):
         that the checkpoint lacks start fresh and are reported; anything else missing, or any shape
         that differs, is an error."""
         check_compatible(self.config, ckpt)
+        if ckpt.config.causal and not self.config.causal:
+            # a left-to-right model keeps its mask: it never learned to read the future
+            log.info("%s is a causal (left-to-right) model: the task keeps its causal attention mask", ckpt.source)
+            self.config.causal = True
+            for module in self.model.modules():
+                if hasattr(module, "causal"):
+                    module.causal = True
         own = self.model.state_dict()
         state = {k: v for k, v in ckpt.state_dict.items() if k in own}
         for key, value in state.items():

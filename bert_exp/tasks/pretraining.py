@@ -1,4 +1,12 @@
-"""MLM + NSP pre-training."""
+"""Pre-training: BERT's MLM + NSP, and the other objectives of the ``objective`` config group.
+
+* ``mlm_nsp``: masked LM + next-sentence prediction (BERT);
+* ``mlm``: masked LM alone (RoBERTa), on one of its four input formats (``data.packing``);
+* ``mlm_sop``: masked LM + sentence-order prediction (ALBERT), on the NSP head (label 1 = swapped);
+* ``clm``: left-to-right LM on a causal model (``model.causal``), every next token predicted;
+* ``electra``: a small generator's masked LM + ``rtd_weight`` x replaced-token detection by the
+  discriminator (ELECTRA), which is the encoder fine-tuning starts from.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..data.masking import IGNORE_INDEX
-from ..model import BertConfig, BertForPreTraining
+from ..model import BertConfig, BertForPreTraining, ElectraForPreTraining
 from .base import BertTask
 from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory
 
@@ -23,8 +31,44 @@ def mlm_nsp_losses(mlm_logits, nsp_logits, masked_lm_labels, next_sentence_label
     return mlm_loss, nsp_loss
 
 
+def causal_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy: position t predicts the token at t + 1 (``labels`` are the input ids,
+    -100 at padding), in fp32. ``logits`` [batch, seq, vocab]."""
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX)
+
+
+def original_ids(masked_ids: torch.Tensor, positions: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The batch before masking: the labels written back at their positions."""
+    selected = labels != IGNORE_INDEX
+    current = masked_ids.gather(1, positions)
+    return masked_ids.scatter(1, positions, torch.where(selected, labels, current))
+
+
+def replace_tokens(masked_ids: torch.Tensor, positions: torch.Tensor, labels: torch.Tensor,
+                   sampled: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """ELECTRA's corruption: the generator's samples at the masked positions, the original tokens
+    elsewhere. Returns (discriminator input, replaced-token labels [batch, seq]: 1 where the token differs
+    from the original, 0 where it is the original (a sample equal to the original counts as original),
+    -100 at padding)."""
+    original = original_ids(masked_ids, positions, labels)
+    selected = labels != IGNORE_INDEX
+    corrupted = original.scatter(1, positions, torch.where(selected, sampled, original.gather(1, positions)))
+    rtd_labels = (corrupted != original).long().masked_fill(attention_mask == 0, IGNORE_INDEX)
+    return corrupted, rtd_labels
+
+
+def rtd_loss(logits: torch.Tensor, rtd_labels: torch.Tensor) -> torch.Tensor:
+    """Binary cross-entropy of the replaced-token logits over the non-padding tokens, in fp32."""
+    valid = rtd_labels != IGNORE_INDEX
+    return F.binary_cross_entropy_with_logits(logits[valid].float(), rtd_labels[valid].float())
+
+
+SENTENCE_TASKS = {"mlm_nsp": "nsp", "mlm_sop": "sop"}  # the objectives with a sentence-pair head
+
+
 class PretrainingModule(BertTask):
-    """Loss = masked-LM cross-entropy over the masked positions + next-sentence cross-entropy."""
+    """Loss = masked-LM cross-entropy over the masked positions + next-sentence cross-entropy (BERT),
+    or the loss of another ``objective`` (see the module docstring)."""
 
     head = "pretraining"
     head_prefixes = ("cls.",)
@@ -38,14 +82,43 @@ class PretrainingModule(BertTask):
         vocab: list[str] | None = None,
         lowercase: bool = True,
         nsp: bool = True,
+        objective: str = "mlm_nsp",
+        generator_size: float = 0.25,
+        rtd_weight: float = 50.0,
     ):
+        """``nsp=False`` with ``objective="mlm_nsp"`` is the older spelling of ``objective="mlm"``;
+        ``generator_size`` (ELECTRA's generator hidden size as a fraction of the model's) and
+        ``rtd_weight`` (the weight of replaced-token detection) apply to ``objective="electra"``."""
         super().__init__(optimizer, scheduler, no_decay, vocab, lowercase)
+        objectives = ("mlm_nsp", "mlm", "mlm_sop", "clm", "electra")
+        if objective not in objectives:
+            raise ValueError(f"task.module.objective={objective!r}: expected one of {', '.join(objectives)}")
+        if not nsp and objective != "mlm_nsp":
+            raise ValueError(f"data.nsp=false is the older spelling of objective=mlm; with objective={objective} "
+                             "leave it at true")
+        objective = objective if nsp else "mlm"
+        if (objective == "clm") != model_config.causal:
+            raise ValueError(f"objective={objective} with model.causal={model_config.causal}: a left-to-right LM "
+                             "needs model.causal=true, and the masked objectives a bidirectional model")
+        if objective == "electra" and not 0 < generator_size <= 1:
+            raise ValueError(f"task.module.generator_size={generator_size}: expected a fraction in (0, 1]")
         self.config = model_config
-        self.nsp = nsp
-        self.model = BertForPreTraining(model_config)
+        self.objective = objective
+        self.sentence_task = SENTENCE_TASKS.get(objective)  # nsp, sop or None
+        self.nsp = self.sentence_task is not None
+        self.rtd_weight = rtd_weight
+        if objective == "electra":
+            self.head = None  # what is kept is the discriminator: exported as a plain BertModel
+            # started from a BERT checkpoint, the generator and the detection head start fresh
+            self.head_prefixes = ("cls.", "generator.", "discriminator_predictions.")
+            self.model = ElectraForPreTraining(model_config, generator_size)
+        else:
+            self.model = BertForPreTraining(model_config)
         self.val_mlm_loss = MeanMetric()
         self.val_mlm_acc = MeanMetric()
         self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
+        self.val_rtd_loss = MeanMetric()
+        self.val_rtd_acc = MeanMetric()
 
     def forward(self, batch: dict[str, torch.Tensor]):
         return self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
@@ -57,18 +130,67 @@ class PretrainingModule(BertTask):
                                             batch["next_sentence_label"], self.nsp)
         return mlm_logits, nsp_logits, mlm_loss, nsp_loss
 
+    def _clm(self, batch):
+        logits, _ = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        return logits, causal_lm_loss(logits, batch["labels"])
+
+    def _electra(self, batch):
+        """(generator logits, RTD logits, RTD labels, MLM loss, RTD loss). The generator's samples (from
+        its softmax, without gradient) replace the masked tokens for the discriminator."""
+        ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+        positions, labels = batch["masked_lm_positions"], batch["masked_lm_labels"]
+        mlm_logits = self.model.generate(ids, types, mask, positions)
+        mlm_loss = F.cross_entropy(mlm_logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
+        with torch.no_grad():
+            probs = torch.softmax(mlm_logits.detach().float(), dim=-1)
+            sampled = torch.multinomial(probs.flatten(0, 1), 1).view(labels.shape)
+        corrupted, rtd_labels = replace_tokens(ids, positions, labels, sampled, mask)
+        rtd_logits = self.model.discriminate(corrupted, types, mask)
+        return mlm_logits, rtd_logits, rtd_labels, mlm_loss, rtd_loss(rtd_logits, rtd_labels)
+
     def training_step(self, batch, batch_idx):
+        if self.objective == "clm":
+            _, lm_loss = self._clm(batch)
+            self.log("train/loss", lm_loss, prog_bar=True)
+            self.log("train/lm_loss", lm_loss)
+            self.log_lr()
+            return lm_loss
+        if self.objective == "electra":
+            _, _, _, mlm_loss, rtd = self._electra(batch)
+            loss = mlm_loss + self.rtd_weight * rtd
+            self.log("train/loss", loss, prog_bar=True)
+            self.log("train/mlm_loss", mlm_loss)
+            self.log("train/rtd_loss", rtd)
+            self.log_lr()
+            return loss
         _, _, mlm_loss, nsp_loss = self._losses(batch)
         loss = mlm_loss + nsp_loss
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/mlm_loss", mlm_loss)
         if self.nsp:
-            self.log("train/nsp_loss", nsp_loss)
+            self.log(f"train/{self.sentence_task}_loss", nsp_loss)
         self.log_lr()
         return loss
 
     def validation_step(self, batch, batch_idx):
-        mlm_logits, nsp_logits, mlm_loss, _ = self._losses(batch)
+        if self.objective == "clm":
+            logits, lm_loss = self._clm(batch)
+            labels = batch["labels"][:, 1:]
+            selected = labels != IGNORE_INDEX
+            count = selected.sum()
+            correct = (logits[:, :-1].argmax(-1) == labels) & selected
+            self.val_mlm_loss.update(lm_loss, weight=count)
+            self.val_mlm_acc.update(correct.sum() / count.clamp(min=1), weight=count)
+            return
+        if self.objective == "electra":
+            mlm_logits, rtd_logits, rtd_labels, mlm_loss, rtd = self._electra(batch)
+            valid = rtd_labels != IGNORE_INDEX
+            tokens = valid.sum()
+            rtd_correct = ((rtd_logits > 0).long() == rtd_labels) & valid
+            self.val_rtd_loss.update(rtd, weight=tokens)
+            self.val_rtd_acc.update(rtd_correct.sum() / tokens.clamp(min=1), weight=tokens)
+        else:
+            mlm_logits, nsp_logits, mlm_loss, _ = self._losses(batch)
         labels = batch["masked_lm_labels"]
         selected = labels != IGNORE_INDEX
         count = selected.sum()
@@ -81,11 +203,19 @@ class PretrainingModule(BertTask):
 
     def on_validation_epoch_end(self):
         loss = self.val_mlm_loss.compute()
-        self.log("val/mlm_loss", loss, prog_bar=True)
-        self.log("val/mlm_ppl", torch.exp(loss.clamp(max=math.log(1e30))))
-        self.log("val/mlm_acc", self.val_mlm_acc.compute())
+        name = "lm" if self.objective == "clm" else "mlm"  # next-token or masked-token
+        self.log(f"val/{name}_loss", loss, prog_bar=True)
+        self.log(f"val/{name}_ppl", torch.exp(loss.clamp(max=math.log(1e30))))
+        self.log(f"val/{name}_acc", self.val_mlm_acc.compute())
         self.val_mlm_loss.reset()
         self.val_mlm_acc.reset()
         if self.nsp:
-            self.log("val/nsp_acc", self.val_nsp_acc.compute())
+            self.log(f"val/{self.sentence_task}_acc", self.val_nsp_acc.compute())
             self.val_nsp_acc.reset()
+        if self.objective == "electra":
+            rtd = self.val_rtd_loss.compute()
+            self.log("val/rtd_loss", rtd)
+            self.log("val/rtd_acc", self.val_rtd_acc.compute())
+            self.log("val/loss", loss + self.rtd_weight * rtd)
+            self.val_rtd_loss.reset()
+            self.val_rtd_acc.reset()

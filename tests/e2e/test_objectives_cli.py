@@ -1,0 +1,63 @@
+"""Each pre-training objective trains a few steps of its tiny preset through the CLI (on the inaugural
+addresses, a small corpus), with finite losses (slow: about 25 s a run on 2 cores)."""
+
+import json
+import math
+
+import pytest
+
+from helpers import run_cli
+
+pytestmark = pytest.mark.slow
+
+PRESETS = {  # preset -> (monitored metric, metrics the objective logs)
+    "pretrain_tiny": ("val/mlm_loss", ["train/nsp_loss", "val/nsp_acc"]),
+    "pretrain_roberta_tiny": ("val/mlm_loss", ["val/mlm_acc"]),
+    "pretrain_albert_tiny": ("val/mlm_loss", ["train/sop_loss", "val/sop_acc"]),
+    "pretrain_clm_tiny": ("val/lm_loss", ["train/lm_loss", "val/lm_ppl"]),
+    "pretrain_electra_tiny": ("val/loss", ["train/rtd_loss", "val/rtd_acc", "val/mlm_loss"]),
+}
+
+
+@pytest.fixture(scope="module")
+def env(data_dir, cache_dir, tmp_path_factory):
+    outputs = tmp_path_factory.mktemp("outputs")
+    return {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(cache_dir), "BERT_EXP_OUTPUTS": str(outputs)}
+
+
+def train(preset: str, env: dict, run_dir, *extra: str):
+    result = run_cli([f"+experiment={preset}", "data.files=[${paths.data_dir}/corpus/inaugural/*.txt]",
+                      "data.tokenizer.vocab_size=2000", "trainer.max_steps=3", "trainer.val_check_interval=3",
+                      "trainer.limit_val_batches=2", "logger=csv", f"hydra.run.dir={run_dir}", *extra], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((run_dir / "run.json").read_text())
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_each_objective_trains_with_finite_losses(preset, env, tmp_path):
+    info = train(preset, env, tmp_path / "run")
+    monitor, logged = PRESETS[preset]
+    metrics = info["metrics"]
+    assert info["status"] == "finished" and info["global_step"] == 3 and info["monitor"] == monitor
+    for key in ["train/loss", monitor, *logged]:
+        assert key in metrics and math.isfinite(metrics[key]), (key, metrics)
+    if preset == "pretrain_roberta_tiny":
+        assert "train/nsp_loss" not in metrics
+    if preset == "pretrain_albert_tiny":
+        assert info["config"]["model"]["share_layers"] and info["config"]["model"]["embedding_size"] == 64
+
+
+def test_electra_exports_its_discriminator_and_albert_refuses(env, tmp_path):
+    import subprocess
+    import sys
+
+    for preset in ("pretrain_electra_tiny", "pretrain_albert_tiny"):
+        train(preset, env, tmp_path / preset, "trainer.limit_val_batches=0")
+        out = subprocess.run([sys.executable, "-m", "bert_exp.export", str(tmp_path / preset), str(tmp_path / f"{preset}-hf")],
+                             capture_output=True, text=True, env={**__import__("os").environ, **env})
+        if preset == "pretrain_electra_tiny":
+            assert out.returncode == 0, out.stderr[-2000:]
+            config = json.loads((tmp_path / f"{preset}-hf" / "config.json").read_text())
+            assert config["architectures"] == ["BertModel"] and config["hidden_size"] == 128
+        else:
+            assert out.returncode != 0 and "no HuggingFace BERT equivalent" in out.stderr
