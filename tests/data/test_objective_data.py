@@ -13,7 +13,7 @@ from bert_exp.data.instances import (
     pack_doc_sentences,
     pack_full_sentences,
 )
-from bert_exp.data.masking import IGNORE_INDEX, CausalLMCollator, SpecialIds
+from bert_exp.data.masking import CausalLMCollator, SpecialIds
 from bert_exp.data.tokenizer import train_wordpiece
 
 
