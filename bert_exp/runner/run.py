@@ -162,6 +162,9 @@ def run(cfg: DictConfig) -> float | None:
 
 def check_before_work(cfg: DictConfig):
     """Every check that needs no data: keys, types, ranges, combinations; then where the run executes."""
+    if logging.getLogger().handlers:  # under Hydra: Python warnings go to the logs (the console filters them)
+        logging.captureWarnings(True)
+    os.environ.setdefault("WANDB_SILENT", "true")  # W&B's own summary would fill the screen; run.json has it
     validate_config(cfg)
     check_combination(cfg)
     placement = derive_placement(cfg)
@@ -331,6 +334,10 @@ class RunRecord:
         })
         write_run_info(self.run_dir, self.info)
         finish_wandb(loggers, self.run_dir, self.info)
+        monitor = self.info.get("monitor")
+        value = (self.info.get("metrics") or {}).get(monitor)
+        print(f"result: {status}, step {trainer.global_step}"
+              + (f", {monitor} = {value:.4g}" if isinstance(value, float) else ""))
         print(f"run directory: {self.run_dir}")
 
 
