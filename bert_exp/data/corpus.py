@@ -15,7 +15,6 @@ a shared file system) cannot leave a half-written cache.
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from tqdm import tqdm
 
 from .instances import create_instances_from_document, pack_full_sentences
 from .masking import IGNORE_INDEX
+from ..records import write_json
 from .text import CorpusError, iter_documents
 
 
@@ -141,7 +141,7 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
     np.save(directory / "doc_starts.npy", doc_starts)
     meta = {"tokens": offset, "documents": len(documents), "splits": counts,
             "files": file_checksums, "settings": s.__dict__}
-    (directory / "meta.json").write_text(json.dumps(meta, indent=1))
+    write_json(directory / "meta.json", meta, indent=1)
 
 
 class PretrainingDataset(torch.utils.data.Dataset):

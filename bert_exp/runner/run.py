@@ -3,7 +3,6 @@ writes ``run.json``. Callable from tests with a composed config (no command line
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
@@ -30,6 +29,7 @@ from .checkpoint_io import AtomicCheckpointIO
 from .validation import validate_config
 from .config_tree import show_config
 from ..data.tokenizer import vocab_list
+from ..records import write_json
 from ..tools.info import package_versions
 from .run_dir import (
     JobDirectory,
@@ -274,9 +274,8 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
 
 
 def write_run_info(run_dir: Path, info: dict) -> None:
-    partial = run_dir / ".run.json.partial"
-    partial.write_text(json.dumps(info, indent=2, default=str))
-    partial.replace(run_dir / "run.json")
+    """run.json, strict JSON (a non-finite value is null, named under ``non_finite``), replaced atomically."""
+    write_json(run_dir / "run.json", info, indent=2)
 
 
 def new_run_id() -> str:

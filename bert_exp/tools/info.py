@@ -4,13 +4,14 @@ the precisions each supports, where data, caches and outputs go, and which data 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 from importlib import metadata
 from pathlib import Path
 
 from platformdirs import user_cache_dir
+
+from ..records import dumps
 
 PACKAGES = ("bert_exp", "torch", "lightning", "hydra-core", "omegaconf", "torchmetrics", "tokenizers",
             "wandb", "safetensors", "numpy", "pooch", "transformers")
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     info = collect()
-    print(json.dumps(info, indent=2) if args.json else render(info))
+    print(dumps(info, indent=2) if args.json else render(info))
     return 0
 
 
