@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import lightning as L
@@ -13,6 +15,21 @@ from .loading import check_inputs
 from .masking import SpecialIds
 from .sampling import EvaluationSampler, TrainingSampler, process_group
 from .tokenizer import load_vocab_file, save_vocab, tokenizer_from_vocab
+
+
+def worker_init(worker_id: int) -> None:
+    """Every DataLoader worker of ours starts here. Workers ignore SIGTERM and SIGINT: a signal sent to
+    the whole process group (a timeout, SLURM, Kubernetes, Ctrl-C in a terminal) is the main process's to
+    act on; a worker dying of it would make PyTorch raise in the main process, in the middle of saving
+    last.ckpt. The workers still end with the main process (PyTorch shuts them down, or they notice it
+    gone). Lightning's seeding of workers (``seed_everything(workers=True)``) is kept: Lightning adds it
+    only to loaders without a ``worker_init_fn``, so it is called from here."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if int(os.environ.get("PL_SEED_WORKERS", "0")):
+        from lightning.fabric.utilities.seed import pl_worker_init_function
+
+        pl_worker_init_function(worker_id)
 
 
 class VocabularyDataModule(L.LightningDataModule):

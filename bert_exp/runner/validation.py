@@ -22,6 +22,10 @@ class ConfigError(UserError, ValueError):
     """A config mistake; the message names the key."""
 
 
+# keys beside a ``_target_`` that the runner takes out before instantiating it (run.RUNNER_TRAINER_KEYS)
+RUNNER_KEYS = {"trainer": ("detect_nonfinite",)}
+
+
 def _matches(value, annotation) -> bool:
     if annotation is inspect.Parameter.empty or annotation is typing.Any:
         return True
@@ -71,6 +75,8 @@ def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
         if name.startswith("_") and name.endswith("_"):
             continue
         full = f"{key}.{name}" if key else name
+        if name in RUNNER_KEYS.get(key, ()):
+            continue
         if name not in params:
             if not accepts_any:
                 close = difflib.get_close_matches(name, list(params), n=1)
@@ -139,6 +145,9 @@ def value_problems(cfg: DictConfig) -> list[str]:
         value = _select(cfg, key)
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
             problems.append(f"{key}={value}: must be a positive number")
+    patience = _select(cfg, "trainer.detect_nonfinite")
+    if patience is not None and not isinstance(patience, bool) and (not isinstance(patience, int) or patience < 0):
+        problems.append(f"trainer.detect_nonfinite={patience!r}: a number of steps (0 or false: off)")
     lr = _select(cfg, "optim.optimizer.lr")
     if isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr <= 0:
         problems.append(f"optim.optimizer.lr={lr}: the learning rate must be positive")
