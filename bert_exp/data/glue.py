@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from .base import VocabularyDataModule, worker_init
+from .base import DataLoader, VocabularyDataModule, worker_init
 from .loading import DataFileError, EncodedDataset, pad_batch
 
 
@@ -131,7 +131,7 @@ class GlueDataModule(VocabularyDataModule):
         return batch
 
     def _loader(self, name: str, batch_size: int, sampler):
-        return torch.utils.data.DataLoader(self.datasets[name], batch_size=batch_size, sampler=sampler,
+        return DataLoader(self.datasets[name], batch_size=batch_size, sampler=sampler,
                                            collate_fn=self.collate, num_workers=self.num_workers,
                                            pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0,
                                            worker_init_fn=worker_init)

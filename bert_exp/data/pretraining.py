@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from .base import VocabularyDataModule, worker_init
+from .base import DataLoader, VocabularyDataModule, worker_init
 from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
 from .hashing import config_key
 from .masking import PretrainingCollator
@@ -152,7 +152,7 @@ class PretrainingDataModule(VocabularyDataModule):
     # -- loaders -------------------------------------------------------------------------------
 
     def _loader(self, split: str, sampler) -> torch.utils.data.DataLoader:
-        return torch.utils.data.DataLoader(
+        return DataLoader(
             self.datasets[split], batch_size=self.batch_size, sampler=sampler, collate_fn=self.collator,
             num_workers=self.num_workers, pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0,
             worker_init_fn=worker_init,
