@@ -23,7 +23,6 @@ report counts the dropped tokens per such file and in total.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import shutil
@@ -45,6 +44,7 @@ from .instances import (
     pack_full_sentences,
 )
 from .masking import IGNORE_INDEX
+from ..records import write_json
 from .text import CorpusError, ReadReport, iter_documents
 
 log = logging.getLogger("bert_exp.data")
@@ -278,7 +278,7 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
                     round(100 * DROPPED_WARNING_FRACTION), ", ".join(heavy[:3]))
     meta = {"tokens": offset, "documents": len(documents), "splits": counts,
             "files": file_checksums, "settings": s.__dict__, "report": report}
-    (directory / "meta.json").write_text(json.dumps(meta, indent=1))
+    write_json(directory / "meta.json", meta, indent=1)
     return report
 
 

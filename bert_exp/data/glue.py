@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .base import VocabularyDataModule
+from .base import DataLoader, VocabularyDataModule, worker_init
 from .loading import DataFileError, EncodedDataset, pad_batch, read_utf8
 
 
@@ -165,9 +165,10 @@ class GlueDataModule(VocabularyDataModule):
         return batch
 
     def _loader(self, name: str, batch_size: int, sampler):
-        return torch.utils.data.DataLoader(self.datasets[name], batch_size=batch_size, sampler=sampler,
+        return DataLoader(self.datasets[name], batch_size=batch_size, sampler=sampler,
                                            collate_fn=self.collate, num_workers=self.num_workers,
-                                           pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0)
+                                           pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0,
+                                           worker_init_fn=worker_init)
 
     def train_dataloader(self):
         lengths = [len(f["input_ids"]) for f in self.datasets["train"]]

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from .base import VocabularyDataModule
+from .base import DataLoader, VocabularyDataModule, worker_init
 from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache, instance_layout
 from .hashing import config_key
 from .masking import CausalLMCollator, PretrainingCollator, continuation_table
@@ -245,9 +245,10 @@ class PretrainingDataModule(VocabularyDataModule):
     # -- loaders -------------------------------------------------------------------------------
 
     def _loader(self, split: str, sampler) -> torch.utils.data.DataLoader:
-        return torch.utils.data.DataLoader(
+        return DataLoader(
             self.datasets[split], batch_size=self.batch_size, sampler=sampler, collate_fn=self.collator,
             num_workers=self.num_workers, pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0,
+            worker_init_fn=worker_init,
         )
 
     def train_dataloader(self):

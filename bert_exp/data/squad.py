@@ -22,7 +22,7 @@ import torch
 from tokenizers import Tokenizer
 
 from ..metrics.squad import evaluate_v1, evaluate_v2
-from .base import VocabularyDataModule
+from .base import DataLoader, VocabularyDataModule, worker_init
 from .loading import DataFileError, EncodedDataset, pad_batch, read_utf8
 
 
@@ -300,9 +300,9 @@ class SquadDataModule(VocabularyDataModule):
         return batch
 
     def _loader(self, dataset, batch_size: int, sampler):
-        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=self.collate,
+        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=self.collate,
                                            num_workers=self.num_workers, pin_memory=self.pin_memory,
-                                           persistent_workers=self.num_workers > 0)
+                                           persistent_workers=self.num_workers > 0, worker_init_fn=worker_init)
 
     def train_dataloader(self):
         sampler = self.training_sampler(len(self.train_dataset), self.seed)
