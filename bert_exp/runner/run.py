@@ -409,6 +409,8 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
         if last is not None and last.saved_step is not None:
             ending["last_checkpoint"] = {"path": last.path, "step": last.saved_step}
         metrics = {k: _number(v) for k, v in sorted(trainer.callback_metrics.items())}
+        if getattr(datamodule, "data_report", None):  # what the corpus cache holds and what it left out
+            ending["data_report"] = datamodule.data_report
         record.finish(status, trainer, module, throughput, metrics, loggers, **ending)
     if status == "interrupted":
         sys.exit(128 + (stop.signal or signal.SIGINT))

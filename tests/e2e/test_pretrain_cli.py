@@ -46,6 +46,8 @@ def test_pretrain_tiny_learns(first_run):
     assert info["num_parameters"] > 1e6 and info["config"]["experiment_name"] == "pretrain_tiny"
     assert len(info["data_checksums"]) == 136 and all(len(v) == 64 for v in info["data_checksums"].values())
     assert info["versions"]["torch"] and info["versions"]["lightning"]
+    report = info["data_report"]  # what the corpus cache holds and what truncation left out
+    assert report["tokens"] > 1_000_000 and 0 <= report["tokens_dropped"] < report["tokens"]
 
 
 def test_run_directory_holds_everything(first_run):
