@@ -313,11 +313,14 @@ class Predictor:
         if len(questions) != len(contexts):
             raise PredictError(f"{len(questions)} questions but {len(contexts)} contexts")
         k = top_k or self.top_k
-        examples = []
+        if self.doc_stride < 1:
+            raise PredictError(f"--doc-stride {self.doc_stride}: at least 1")
+        examples, longest = [], 0
         for n, (question, context) in enumerate(zip(questions, contexts)):
             if not question.strip() or not context.strip():
                 raise PredictError(f"question {n + 1}: empty {'question' if not question.strip() else 'context'}")
             q_len = len(self.tokenizer.encode(question, add_special_tokens=False).ids)
+            longest = max(longest, min(q_len, self.max_query_length))
             if q_len > self.max_query_length:
                 message = (f"question {n + 1}: {q_len} tokens, at most {self.max_query_length} are used "
                            f"(--max-query-length); the rest was cut: {question[:60]!r}")
@@ -325,8 +328,9 @@ class Predictor:
                     raise PredictError(message)
                 self.warn(message)
             examples.append(SquadExample(ids[n] if ids else str(n), question, context, []))
-        if self.qa_length - min(self.max_query_length, 64) - 3 < 1:
-            raise PredictError(f"--max-length {self.qa_length} leaves no room for the context")
+        if self.qa_length - longest - 3 < 1:
+            raise PredictError(f"--max-length {self.qa_length} leaves no room for the context beside a question "
+                               f"of {longest} tokens")
         squad = make_features(examples, self.tokenizer, self.qa_length, self.doc_stride, self.max_query_length,
                               labels=False)
         features = [_Feature(f.example_index, f.input_ids, f.token_type_ids, {"squad": f}) for f in squad]
