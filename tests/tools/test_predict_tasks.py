@@ -137,3 +137,19 @@ def test_truncation_is_a_warning_that_says_what_was_cut(checkpoints, capsys):
     result = Predictor(checkpoints["classification"]).classify([" ".join(["cat"] * 25 + ["dog"] * 10)])[0]
     assert result["truncated"]["tokens"] == 5 and result["truncated"]["text"] == " ".join(["dog"] * 5)
     assert "37 tokens, the model takes 32; the last 5 were cut" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("layers", ["second_to_last", "concat_last_4", "all"])
+def test_a_tagger_on_other_layers_predicts_as_its_module(tmp_path, layers):
+    torch.manual_seed(0)
+    config = BertConfig(**{**TINY.to_dict(), "num_hidden_layers": 4})
+    module = TokenClassificationModule(config, optimizer=partial(torch.optim.AdamW), vocab=VOCAB,
+                                       labels=["O", "B-LOC", "I-LOC"], layers=layers).eval()
+    path = save_ckpt(module, tmp_path / "tagger.ckpt")
+    predictor = Predictor(path)
+    assert predictor.model.layers == layers
+    result = predictor.tag(["john lives in new york ."])[0]
+    ids = torch.tensor([[2] + [VOCAB.index(w) for w in "john lives in new york .".split()] + [3]])
+    with torch.no_grad():
+        expected = module.model(ids, torch.zeros_like(ids), torch.ones_like(ids))[0, 1:-1].argmax(-1)
+    assert [w["label"] for w in result["words"]] == [module.labels[i] for i in expected]
