@@ -34,8 +34,12 @@ from ..data.tagging import windows
 from ..data.tokenizer import tokenizer_from_vocab
 from ..errors import UserError
 from ..metrics.tagging import entities
-from ..model import (BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
-                     BertForTokenClassification)
+from ..model import (
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
 from ..model.hf import HEADS, TIED_KEYS, Checkpoint, CheckpointError
 from ..tasks.checkpoints import load_checkpoint
 
@@ -277,7 +281,7 @@ class Predictor:
                                for s, i in zip(row_scores, row_ids)]
                 masks.append({"position": position, "start": start, "end": end, "predictions": predictions})
                 best = predictions[0]["token"]
-                best = best[2:] if best.startswith("##") else best
+                best = best.removeprefix("##")
                 filled = filled[:start + shift] + best + filled[end + shift:]
                 shift += len(best) - (end - start)
             results.append({"text": text, "masks": masks, "filled": filled, **_truncated(notes[n])})

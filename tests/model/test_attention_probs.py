@@ -30,12 +30,11 @@ def sdpa_reference(model: BertModel, ids, types, mask):
     """The encoder as it ran before attentions could be asked for: every layer through SDPA."""
     x = model.embeddings(ids, types)
     attn_mask = extended_attention_mask(mask)
+    b, n, h = x.shape
     for layer in model.encoder.layer:
         sa = layer.attention.self
-        b, n, h = x.shape
-        heads = lambda t: t.view(b, n, sa.num_heads, sa.head_dim).transpose(1, 2)  # noqa: E731
-        out = F.scaled_dot_product_attention(heads(sa.query(x)), heads(sa.key(x)), heads(sa.value(x)),
-                                             attn_mask=attn_mask)
+        q, k, v = (t.view(b, n, sa.num_heads, sa.head_dim).transpose(1, 2) for t in (sa.query(x), sa.key(x), sa.value(x)))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
         attended = layer.attention.output(out.transpose(1, 2).reshape(b, n, h), x)
         x = layer.output(layer.intermediate(attended), attended)
     return x
@@ -49,7 +48,7 @@ def test_default_path_is_bitwise_the_fused_one_and_attentions_are_opt_in():
         seq, pooled = model(ids, types, mask)
         assert torch.equal(seq, sdpa_reference(model, ids, types, mask))
         seq2, pooled2, attentions = model(ids, types, mask, output_attentions=True)
-        seq3, _, hidden, attentions3 = model(ids, types, mask, output_hidden_states=True, output_attentions=True)
+        _, _, hidden, attentions3 = model(ids, types, mask, output_hidden_states=True, output_attentions=True)
     torch.testing.assert_close(seq2, seq, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(pooled2, pooled, atol=1e-5, rtol=1e-5)
     assert len(attentions) == 2 and attentions[0].shape == (3, 4, 9, 9) and len(hidden) == 3
@@ -104,8 +103,8 @@ def test_training_step_time_is_the_fused_path():
         fn().sum().backward()
         return time.perf_counter() - start
 
-    ours_fn = lambda: model(ids, types, mask)[0]  # noqa: E731
-    reference_fn = lambda: sdpa_reference(model, ids, types, mask)  # noqa: E731
+    ours_fn = lambda: model(ids, types, mask)[0]
+    reference_fn = lambda: sdpa_reference(model, ids, types, mask)
     step(ours_fn), step(reference_fn)
     ours, reference = [], []
     for i in range(16):  # interleaved, alternating order, the fastest of each: noise hits both alike

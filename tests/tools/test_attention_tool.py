@@ -8,11 +8,11 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
+from helpers import is_png
 
 from bert_exp.model import BertConfig
 from bert_exp.tasks import ClassificationModule
 from bert_exp.tools.attention import attention_statistics, main
-from helpers import is_png
 
 TOKENS = ["[CLS]", "a", "b", "c", "[SEP]"]
 

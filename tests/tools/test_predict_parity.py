@@ -11,7 +11,11 @@ import transformers
 from bert_exp import Predictor
 from bert_exp.model.hf import Checkpoint, save_hf_directory
 from bert_exp.resources import minilm_dir
-from bert_exp.tasks import ClassificationModule, QuestionAnsweringModule, TokenClassificationModule
+from bert_exp.tasks import (
+    ClassificationModule,
+    QuestionAnsweringModule,
+    TokenClassificationModule,
+)
 from bert_exp.tasks.checkpoints import load_checkpoint
 
 pytestmark = pytest.mark.data

@@ -10,7 +10,11 @@ import transformers
 
 from bert_exp import Predictor
 from bert_exp.model import BertConfig
-from bert_exp.tasks import ClassificationModule, PretrainingModule, TokenClassificationModule
+from bert_exp.tasks import (
+    ClassificationModule,
+    PretrainingModule,
+    TokenClassificationModule,
+)
 from bert_exp.tools.export import main as export_main
 from bert_exp.tools.predict import main as predict_main
 
@@ -149,7 +153,50 @@ def test_a_tagger_on_other_layers_predicts_as_its_module(tmp_path, layers):
     predictor = Predictor(path)
     assert predictor.model.layers == layers
     result = predictor.tag(["john lives in new york ."])[0]
-    ids = torch.tensor([[2] + [VOCAB.index(w) for w in "john lives in new york .".split()] + [3]])
+    ids = torch.tensor([[2] + [VOCAB.index(w) for w in ["john", "lives", "in", "new", "york", "."]] + [3]])
     with torch.no_grad():
         expected = module.model(ids, torch.zeros_like(ids), torch.ones_like(ids))[0, 1:-1].argmax(-1)
     assert [w["label"] for w in result["words"]] == [module.labels[i] for i in expected]
+
+
+def test_question_answering_over_windows_agrees_with_evaluation(tmp_path, capsys):
+    """A SQuAD JSON and a JSONL file, contexts longer than one window: the answers are those the
+    evaluation's post-processing picks from the same logits, with offsets into the context."""
+    from bert_exp.data.squad import SquadExample, make_features, postprocess
+    from bert_exp.tasks import QuestionAnsweringModule
+
+    torch.manual_seed(0)
+    module = QuestionAnsweringModule(TINY, optimizer=partial(torch.optim.AdamW), vocab=VOCAB).eval()
+    with torch.no_grad():
+        module.model.qa_outputs.weight.normal_(0, 2)
+    path = save_ckpt(module, tmp_path / "qa.ckpt")
+    context = " ".join(["the cat sat on the mat , and the dog ran under the table ."] * 4)
+    questions = ["where is the cat ?", "who ran ?"]
+    squad = {"data": [{"paragraphs": [{"context": context, "qas": [{"id": f"q{i}", "question": q}
+                                                                    for i, q in enumerate(questions)]}]}]}
+    (tmp_path / "dev.json").write_text(json.dumps(squad))
+    (tmp_path / "dev.jsonl").write_text("".join(json.dumps({"question": q, "context": context}) + "\n"
+                                                for q in questions))
+    args = ["--max-length", "24", "--doc-stride", "8"]
+    assert predict_main([str(path), "--file", str(tmp_path / "dev.json"), *args]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert predict_main([str(path), "--file", str(tmp_path / "dev.jsonl"), *args]) == 0
+    again = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["id"] for r in records] == ["q0", "q1"]
+    assert [(r["start"], r["end"]) for r in records] == [(r["start"], r["end"]) for r in again]
+
+    predictor = Predictor(path, max_length=24, doc_stride=8)
+    examples = [SquadExample(str(i), q, context, []) for i, q in enumerate(questions)]
+    features = make_features(examples, predictor.tokenizer, 24, 8, 64, labels=False)
+    assert len(features) > 2 * len(examples)  # really several windows each
+    starts, ends = [], []
+    with torch.no_grad():
+        for f in features:
+            ids = torch.tensor([f.input_ids])
+            s, e = module.model(ids, torch.tensor([f.token_type_ids]), torch.ones_like(ids))
+            starts.append(s[0].numpy())
+            ends.append(e[0].numpy())
+    expected, _ = postprocess(examples, features, starts, ends)
+    for i, record in enumerate(records):
+        assert record["answer"] == expected[str(i)] == context[record["start"]:record["end"]]
+        assert record["answer"] and len(record["n_best"]) == 5
