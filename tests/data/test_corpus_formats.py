@@ -237,7 +237,7 @@ def test_first_reviews_of_the_shared_imdb_corpus(data_dir):
 def test_presets_compose_and_name_existing_files(name, folders, boundaries, data_dir, tmp_path):
     from hydra.utils import instantiate
 
-    from bert_exp.config import validate_config
+    from bert_exp.runner.validation import validate_config
 
     cfg = compose_config(["+experiment=pretrain_tiny", f"data={name}"], run_dir=tmp_path)
     validate_config(cfg)
