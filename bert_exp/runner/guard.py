@@ -55,12 +55,14 @@ def check_run(config: DictConfig) -> None:
     HydraConfig.instance().set_config(config)
     pipeline = "pipeline" in config
     if not pipeline:
-        from .placement import check_combination
+        from .placement import check_combination, resolve_precision
         from .validation import validate_config
 
         job_cfg = copy.deepcopy(config)
         with read_write(job_cfg), open_dict(job_cfg):
             del job_cfg["hydra"]
+        with read_write(job_cfg):
+            resolve_precision(job_cfg)  # the run resolves (and logs) it again
         validate_config(job_cfg)
         check_combination(job_cfg)
     if run_dir.exists() and not run_dir.is_dir():

@@ -70,7 +70,7 @@ def check_stages(cfg: DictConfig, run_dir: Path, shared: list[str]) -> dict[str,
     before any stage runs)."""
     from hydra import compose
 
-    from .placement import check_combination
+    from .placement import check_combination, resolve_precision
 
     stages = {}
     for name in cfg.pipeline:
@@ -83,6 +83,7 @@ def check_stages(cfg: DictConfig, run_dir: Path, shared: list[str]) -> dict[str,
         except Exception as err:  # Hydra's composition errors name the override
             raise ConfigError(f"pipeline.{name}: {err}") from None
         try:
+            resolve_precision(stage_cfg)
             validate_config(stage_cfg)
             check_combination(stage_cfg)
         except ConfigError as err:

@@ -9,12 +9,15 @@ Every check here runs before any data is read or any process is started.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 from .validation import ConfigError
+
+log = logging.getLogger(__name__)
 
 PRECISIONS = ("32-true", "32", "64-true", "bf16-mixed", "bf16-true", "16-mixed", "16-true", "transformer-engine")
 
@@ -71,6 +74,48 @@ def _strategy_name(trainer_cfg: DictConfig) -> str:
     if isinstance(strategy, DictConfig):
         return str(strategy.get("_target_", "")).rsplit(".", 1)[-1].lower()
     return str(strategy).lower()
+
+
+def cuda_bf16_supported() -> bool:
+    """Native bf16 on the first CUDA device (Ampere or later). torch's default also counts emulation, which
+    pre-Ampere GPUs (V100, T4) offer at a fraction of fp16's speed: not counted here."""
+    try:
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+    except Exception:  # noqa: BLE001  no driver, or a torch without the argument
+        return False
+
+
+def resolve_precision(cfg: DictConfig, cuda_devices: int | None = None, bf16_supported: bool | None = None) -> str | None:
+    """Replaces ``precision: auto`` (hardware=gpu's default) by what the device runs fastest, before the
+    config is validated: bf16-mixed where CUDA supports bf16 natively; 16-mixed on older GPUs, with
+    ``optim.optimizer.fused=false`` when gradients are clipped (a fused step unscales the gradients
+    itself, so under a loss scaler they could not be clipped); 32-true on CPU; bf16-true on a TPU.
+    Returns a line saying what was chosen and why (None when the precision was not ``auto``)."""
+    trainer = cfg.get("trainer")
+    if trainer is None or OmegaConf.select(cfg, "trainer.precision", default=None) != "auto":
+        return None
+    accelerator = str(trainer.get("accelerator", "auto"))
+    cuda = torch.cuda.device_count() if cuda_devices is None else cuda_devices
+    on_cuda = accelerator in ("gpu", "cuda") or (accelerator == "auto" and cuda > 0)
+    if accelerator == "tpu":
+        chosen, why = "bf16-true", "a TPU computes in bf16 (XLA takes no -mixed precision)"
+    elif not on_cuda:
+        chosen, why = "32-true", f"accelerator={accelerator} without CUDA: fp32 (16-mixed needs a GPU)"
+    elif cuda_bf16_supported() if bf16_supported is None else bf16_supported:
+        chosen, why = "bf16-mixed", "the GPU supports bf16 (no loss scaling needed)"
+    else:
+        chosen, why = "16-mixed", "the GPU has no native bf16: fp16 autocast with a loss scaler"
+    with open_dict(cfg):
+        if OmegaConf.is_interpolation(trainer, "precision") and cfg.get("precision") == "auto":
+            cfg.precision = chosen
+        else:
+            trainer.precision = chosen
+        optimizer = OmegaConf.select(cfg, "optim.optimizer", default=None)
+        if (chosen == "16-mixed" and trainer.get("gradient_clip_val") and optimizer is not None
+                and optimizer.get("fused")):
+            optimizer.fused = False
+            why += "; optim.optimizer.fused=false so the unscaled gradients can be clipped"
+    return f"precision=auto -> {chosen}: {why}"
 
 
 def check_combination(cfg: DictConfig, cuda_devices: int | None = None) -> None:

@@ -50,7 +50,7 @@ from .ranks import is_global_rank_zero
 from ..errors import UserError
 from ..model import num_parameters
 from ..tasks.checkpoints import lightning_checkpoint_path, load_checkpoint
-from .placement import check_combination, derive_placement
+from .placement import check_combination, derive_placement, resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,9 @@ def check_before_work(cfg: DictConfig):
     if logging.getLogger().handlers:  # under Hydra: Python warnings go to the logs (the console filters them)
         logging.captureWarnings(True)
     os.environ.setdefault("WANDB_SILENT", "true")  # W&B's own summary would fill the screen; run.json has it
+    chosen = resolve_precision(cfg)  # precision=auto (hardware=gpu): what this device runs fastest
+    if chosen:
+        log.info(chosen)
     validate_config(cfg)
     check_combination(cfg)
     placement = derive_placement(cfg)

@@ -5,7 +5,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.strategies import FSDPStrategy
 
 from bert_exp.runner.validation import ConfigError, validate_config
-from bert_exp.runner.placement import check_combination, derive_placement
+from bert_exp.runner.placement import check_combination, derive_placement, resolve_precision
 from helpers import compose_config, run_cli
 
 HARDWARE = ["cpu", "gpu", "ddp", "ddp_multinode", "fsdp", "tpu", "ddp_cpu"]
@@ -14,6 +14,7 @@ HARDWARE = ["cpu", "gpu", "ddp", "ddp_multinode", "fsdp", "tpu", "ddp_cpu"]
 @pytest.mark.parametrize("hardware", HARDWARE)
 def test_every_hardware_option_composes_validates_and_is_possible(hardware, tmp_path):
     cfg = compose_config(["+experiment=cola_minilm", f"hardware={hardware}"], run_dir=tmp_path)
+    resolve_precision(cfg, cuda_devices=8, bf16_supported=True)
     validate_config(cfg)
     check_combination(cfg, cuda_devices=8)  # as on an 8-GPU machine
     placement = derive_placement(cfg, cuda_devices=8)
@@ -26,7 +27,7 @@ def test_every_hardware_option_composes_validates_and_is_possible(hardware, tmp_
 
 def test_precision_is_its_own_axis():
     assert compose_config(["+experiment=cola_minilm"]).trainer.precision == "32-true"
-    assert compose_config(["+experiment=cola_minilm", "hardware=gpu"]).trainer.precision == "bf16-mixed"
+    assert compose_config(["+experiment=cola_minilm", "hardware=gpu"]).trainer.precision == "auto"
     cfg = compose_config(["+experiment=cola_minilm", "hardware=gpu", "precision=16-mixed", "optim.optimizer.fused=false"])
     assert cfg.trainer.precision == "16-mixed"
     check_combination(cfg, cuda_devices=1)

@@ -1,0 +1,80 @@
+"""precision=auto (hardware=gpu's default): bf16-mixed where the GPU has native bf16, else 16-mixed with
+unfused AdamW so gradients can still be clipped; fp32 on CPU. Resolved before the config is checked."""
+
+import logging
+
+import pytest
+import torch
+
+from bert_exp.runner import placement
+from bert_exp.runner.placement import check_combination, resolve_precision
+from bert_exp.runner.validation import validate_config
+from helpers import compose_config
+
+
+def gpu_config(tmp_path, *overrides):
+    return compose_config(["+experiment=cola_minilm", "hardware=gpu", *overrides], run_dir=tmp_path)
+
+
+@pytest.mark.parametrize("bf16, precision, fused", [(True, "bf16-mixed", True), (False, "16-mixed", False)])
+def test_auto_on_a_gpu_picks_what_it_supports_and_the_result_is_accepted(tmp_path, bf16, precision, fused):
+    cfg = gpu_config(tmp_path)
+    assert cfg.trainer.precision == "auto"
+    line = resolve_precision(cfg, cuda_devices=1, bf16_supported=bf16)
+    assert line.startswith(f"precision=auto -> {precision}: ")
+    assert (cfg.precision, cfg.trainer.precision, cfg.optim.optimizer.fused) == (precision, precision, fused)
+    assert ("fused=false" in line) == (not fused)
+    validate_config(cfg)
+    check_combination(cfg, cuda_devices=1)
+
+
+def test_the_device_is_asked_for_native_bf16(tmp_path, monkeypatch):
+    """torch counts emulated bf16 (pre-Ampere) as supported unless told not to: that would be slow."""
+    asked = {}
+
+    def is_bf16_supported(including_emulation=True):
+        asked["emulation"] = including_emulation
+        return including_emulation  # a T4: bf16 only emulated
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    cfg = gpu_config(tmp_path)
+    resolve_precision(cfg, cuda_devices=1)
+    assert asked == {"emulation": False} and cfg.trainer.precision == "16-mixed"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # an A100
+    cfg = gpu_config(tmp_path)
+    resolve_precision(cfg, cuda_devices=1)
+    assert cfg.trainer.precision == "bf16-mixed" and cfg.optim.optimizer.fused
+
+
+def test_16_mixed_keeps_a_fused_optimizer_when_nothing_is_clipped(tmp_path):
+    cfg = gpu_config(tmp_path, "trainer.gradient_clip_val=0")
+    resolve_precision(cfg, cuda_devices=1, bf16_supported=False)
+    assert cfg.trainer.precision == "16-mixed" and cfg.optim.optimizer.fused
+    check_combination(cfg, cuda_devices=1)
+
+
+def test_auto_on_cpu_is_the_cpu_default_and_other_precisions_are_left_alone(tmp_path):
+    cfg = compose_config(["+experiment=cola_minilm", "precision=auto"], run_dir=tmp_path)
+    assert resolve_precision(cfg, cuda_devices=0).startswith("precision=auto -> 32-true")
+    assert cfg.trainer.precision == compose_config(["+experiment=cola_minilm"]).trainer.precision
+    check_combination(cfg, cuda_devices=0)
+    cfg = gpu_config(tmp_path, "precision=16-mixed", "optim.optimizer.fused=false")
+    assert resolve_precision(cfg, cuda_devices=1, bf16_supported=True) is None
+    assert cfg.trainer.precision == "16-mixed"
+    cfg = compose_config(["+experiment=cola_minilm", "hardware=tpu", "precision=auto"], run_dir=tmp_path)
+    resolve_precision(cfg, cuda_devices=0)
+    assert cfg.trainer.precision == "bf16-true"
+    check_combination(cfg, cuda_devices=0)
+
+
+def test_the_runner_resolves_before_checking_and_says_why(tmp_path, monkeypatch, caplog):
+    from bert_exp.runner.run import check_before_work
+
+    monkeypatch.setattr(placement, "cuda_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    cfg = gpu_config(tmp_path)
+    with caplog.at_level(logging.INFO, logger="bert_exp.runner.run"):
+        check_before_work(cfg)
+    assert cfg.trainer.precision == "16-mixed" and cfg.optim.optimizer.fused is False
+    assert any("precision=auto -> 16-mixed" in r.getMessage() for r in caplog.records)
