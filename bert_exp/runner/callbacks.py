@@ -14,6 +14,7 @@ import lightning as L
 import numpy as np
 import torch
 import torch.distributed as dist
+from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 log = logging.getLogger(__name__)
@@ -21,15 +22,25 @@ log = logging.getLogger(__name__)
 
 class TokenThroughput(L.Callback):
     """Logs ``train/tokens_per_sec``: real (non-padding) tokens per second of training wall time,
-    data loading included and validation excluded, summed over all processes."""
+    data loading included and validation excluded, summed over all processes.
+
+    Tokens are summed on the device and read only when the rate is logged (every ``log_every_n_steps``),
+    so the training loop never waits for the device in between; the window's clock stops after that
+    read, which waits for the steps queued on the device."""
 
     def __init__(self, log_every_n_steps: int = 10):
         self.log_every_n_steps = log_every_n_steps
-        self.total_tokens = 0
+        self.counted_tokens = 0  # read from the device
         self.total_seconds = 0.0
-        self._window_tokens = 0
+        self._window_tokens = None  # a device tensor until read
         self._window_seconds = 0.0
+        self._world_size = 1
         self._last = None
+
+    @property
+    def total_tokens(self) -> int:
+        unread = int(self._window_tokens) * self._world_size if self._window_tokens is not None else 0
+        return self.counted_tokens + unread
 
     @property
     def tokens_per_sec(self) -> float | None:
@@ -42,20 +53,42 @@ class TokenThroughput(L.Callback):
     on_validation_end = _restart_clock
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        now = time.perf_counter()
         if self._last is None:
-            self._last = now
+            self._last = time.perf_counter()
             return
-        tokens = int(batch["attention_mask"].sum()) * trainer.world_size
+        tokens = batch["attention_mask"].sum()
+        self._window_tokens = tokens if self._window_tokens is None else self._window_tokens + tokens
+        self._world_size = trainer.world_size
+        log_now = trainer.global_step % self.log_every_n_steps == 0
+        window = int(self._window_tokens) * trainer.world_size if log_now else 0  # waits for the device
+        now = time.perf_counter()
         seconds = now - self._last
         self._last = now
-        self.total_tokens += tokens
         self.total_seconds += seconds
-        self._window_tokens += tokens
         self._window_seconds += seconds
-        if (trainer.global_step % self.log_every_n_steps == 0) and self._window_seconds > 0:
-            pl_module.log("train/tokens_per_sec", self._window_tokens / self._window_seconds, on_step=True)
-            self._window_tokens, self._window_seconds = 0, 0.0
+        if log_now and self._window_seconds > 0:
+            self.counted_tokens += window
+            self._window_tokens = None
+            pl_module.log("train/tokens_per_sec", window / self._window_seconds, on_step=True)
+            self._window_seconds = 0.0
+
+
+class ProgressBar(TQDMProgressBar):
+    """Lightning's progress bar, showing ``train/loss`` (and the other keys in ``show``) read from the
+    device only when the bar refreshes. A value logged with ``prog_bar=True`` is instead converted to a
+    number after every batch, which would make every step wait for the device."""
+
+    def __init__(self, refresh_rate: int = 10, show: list[str] = ["train/loss"], **kwargs):
+        super().__init__(refresh_rate=refresh_rate, **kwargs)
+        self.show = list(show)
+
+    def get_metrics(self, trainer, pl_module) -> dict:
+        metrics = super().get_metrics(trainer, pl_module)
+        for key in self.show:
+            value = trainer.callback_metrics.get(key)
+            if isinstance(value, torch.Tensor) and value.numel() == 1:
+                metrics.setdefault(key, value.item())
+        return metrics
 
 
 class CompileModel(L.Callback):
@@ -220,18 +253,24 @@ class DivergenceCheck(L.Callback):
     infinite for ``patience`` optimizer steps in a row (``trainer.detect_nonfinite``).
 
     The gradient norm is checked only without a loss scaler: under ``16-mixed`` precision an infinite
-    gradient makes the scaler skip the step and lower its scale, which is its normal work. Both checks
-    read one value from the device per step."""
+    gradient makes the scaler skip the step and lower its scale, which is its normal work. The verdict is
+    kept on the device (steps in a row, where the streak began, the step it reached ``patience``) and read
+    every ``check_every`` optimizer steps (the trainer's ``log_every_n_steps`` by default) and when
+    training ends, so the loop never waits for the device in between; the error names the step the
+    streak reached ``patience``, though the run stops at the next read."""
 
-    def __init__(self, patience: int = 3):
+    def __init__(self, patience: int = 3, check_every: int | None = None):
         if patience < 1:
             raise ValueError(f"patience={patience}: must be at least 1")
         self.patience = patience
-        self.bad_steps = 0
-        self.first_bad_step: int | None = None
-        self._reasons: set[str] = set()
+        self.check_every = check_every
         self._grad_flag: torch.Tensor | None = None
         self._loss_flag: torch.Tensor | None = None
+        self._state: torch.Tensor | None = None  # [in a row, streak start, loss bad, grad bad, tripped at, start, loss, grad]
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if self.check_every is None:
+            self.check_every = max(int(trainer.log_every_n_steps or 1), 1)
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         if getattr(trainer.precision_plugin, "scaler", None) is not None:
@@ -240,6 +279,32 @@ class DivergenceCheck(L.Callback):
         if grads:
             self._grad_flag = ~torch.isfinite(torch.nn.utils.get_total_norm(grads))
 
+    def _update(self, step: int, device) -> None:
+        """One optimizer step's verdict, on the device."""
+        no = torch.zeros((), dtype=torch.bool, device=device)
+        loss_bad = self._loss_flag.to(device) if self._loss_flag is not None else no
+        grad_bad = self._grad_flag.to(device) if self._grad_flag is not None else no
+        self._loss_flag = self._grad_flag = None
+        if self._state is None:
+            self._state = torch.tensor([0, -1, 0, 0, -1, -1, 0, 0], dtype=torch.long, device=device)
+        state = self._state
+        bad = (loss_bad | grad_bad).long()
+        run = (state[0] + 1) * bad
+        start = torch.where(run == 1, step, state[1])
+        loss = (state[2] | loss_bad.long()) * bad
+        grad = (state[3] | grad_bad.long()) * bad
+        trips = ((run >= self.patience) & (state[4] < 0)).long()
+        tripped = torch.where(trips.bool(), torch.stack([torch.full_like(run, step), start, loss, grad]), state[4:])
+        self._state = torch.cat([torch.stack([run, start, loss, grad]), tripped])
+
+    def _verdict(self) -> None:
+        if self._state is None:
+            return
+        _, _, _, _, step, first, loss, grad = self._state.tolist()  # waits for the device
+        if step >= 0:
+            reasons = [r for r, bad in (("the gradient norm", grad), ("the training loss", loss)) if bad]
+            raise Diverged(step, first, " and ".join(sorted(reasons)) + " not finite")
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if isinstance(loss, torch.Tensor):
@@ -247,20 +312,12 @@ class DivergenceCheck(L.Callback):
             self._loss_flag = flag if self._loss_flag is None else self._loss_flag | flag
         if trainer.fit_loop._should_accumulate():
             return  # one verdict per optimizer step
-        loss_bad = bool(self._loss_flag) if self._loss_flag is not None else False
-        grad_bad = bool(self._grad_flag) if self._grad_flag is not None else False
-        self._loss_flag = self._grad_flag = None
-        if not (loss_bad or grad_bad):
-            self.bad_steps, self.first_bad_step, self._reasons = 0, None, set()
-            return
-        self.bad_steps += 1
-        if self.first_bad_step is None:
-            self.first_bad_step = trainer.global_step
-        self._reasons |= {"the training loss"} if loss_bad else set()
-        self._reasons |= {"the gradient norm"} if grad_bad else set()
-        if self.bad_steps >= self.patience:
-            reason = " and ".join(sorted(self._reasons)) + " not finite"
-            raise Diverged(trainer.global_step, self.first_bad_step, reason)
+        self._update(trainer.global_step, pl_module.device)
+        if trainer.global_step % self.check_every == 0 or trainer.global_step == trainer.max_steps:
+            self._verdict()
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._verdict()
 
 
 class GracefulStop(L.Callback):

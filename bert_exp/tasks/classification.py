@@ -68,7 +68,7 @@ class ClassificationModule(BertTask):
 
     def training_step(self, batch, batch_idx):
         loss = self.loss(self(batch), batch["labels"])
-        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss", loss)  # the progress bar reads it when it refreshes
         self.log_lr()
         return loss
 

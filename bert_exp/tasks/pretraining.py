@@ -151,21 +151,21 @@ class PretrainingModule(BertTask):
     def training_step(self, batch, batch_idx):
         if self.objective == "clm":
             _, lm_loss = self._clm(batch)
-            self.log("train/loss", lm_loss, prog_bar=True)
+            self.log("train/loss", lm_loss)
             self.log("train/lm_loss", lm_loss)
             self.log_lr()
             return lm_loss
         if self.objective == "electra":
             _, _, _, mlm_loss, rtd = self._electra(batch)
             loss = mlm_loss + self.rtd_weight * rtd
-            self.log("train/loss", loss, prog_bar=True)
+            self.log("train/loss", loss)  # the progress bar reads it when it refreshes
             self.log("train/mlm_loss", mlm_loss)
             self.log("train/rtd_loss", rtd)
             self.log_lr()
             return loss
         _, _, mlm_loss, nsp_loss = self._losses(batch)
         loss = mlm_loss + nsp_loss
-        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss", loss)  # the progress bar reads it when it refreshes
         self.log("train/mlm_loss", mlm_loss)
         if self.nsp:
             self.log(f"train/{self.sentence_task}_loss", nsp_loss)

@@ -66,7 +66,7 @@ class QuestionAnsweringModule(BertTask):
     def training_step(self, batch, batch_idx):
         start, end = self(batch)
         loss = span_loss(start, end, batch["start_positions"], batch["end_positions"])
-        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss", loss)  # the progress bar reads it when it refreshes
         self.log_lr()
         return loss
 

@@ -78,7 +78,7 @@ class TokenClassificationModule(BertTask):
     def training_step(self, batch, batch_idx):
         logits = self(batch)
         loss = F.cross_entropy(logits.float().flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
-        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/loss", loss)  # the progress bar reads it when it refreshes
         self.log_lr()
         return loss
 
