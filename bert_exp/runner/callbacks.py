@@ -167,8 +167,12 @@ class LastCheckpoint(L.Callback):
     the run stops. Files are replaced atomically (AtomicCheckpointIO). Weights that are not finite (a run
     diverging) are never saved: the last good ``last.ckpt`` stays."""
 
-    def __init__(self, dirpath: str, every_n_train_steps: int = 500):
+    def __init__(self, dirpath: str, every_n_train_steps: int = 500, keep_after_finish: bool = True):
+        """``keep_after_finish=false``: a run that finishes deletes its last.ckpt (the full training state,
+        three times the weights' size with AdamW's moments) and keeps only the best checkpoint, which
+        ``task.init_from=RUN`` then uses; an interrupted or diverged run keeps it to resume from."""
         self.dirpath, self.every_n_train_steps = dirpath, every_n_train_steps
+        self.keep_after_finish = keep_after_finish
         self._saved_step = -1
 
     @property
