@@ -9,21 +9,28 @@ import lightning as L
 from tokenizers import Tokenizer
 
 from .hashing import files_sha256
-from .loading import check_inputs
+from .loading import LoaderSettings, check_inputs
 from .masking import SpecialIds
 from .sampling import EvaluationSampler, TrainingSampler, process_group
 from .tokenizer import load_vocab_file, save_vocab, tokenizer_from_vocab
 
 
 class VocabularyDataModule(L.LightningDataModule):
-    def __init__(self, vocab_file: str | None = None, lowercase: bool = True, download: bool = True):
+    def __init__(self, vocab_file: str | None = None, lowercase: bool = True, download: bool = True,
+                 loader: LoaderSettings = LoaderSettings()):
         super().__init__()
+        self.loader = loader
         self.vocab_file = vocab_file
         self.lowercase = lowercase
         self.download = download
         self._tokenizer: Tokenizer | None = None
         self._train_sampler: TrainingSampler | None = None
         self._resume_state: dict | None = None
+
+    @property
+    def batch_size(self) -> int:
+        """The per-device training batch (``data.loader.batch_size``, which the runner derives)."""
+        return self.loader.batch_size
 
     def required_inputs(self) -> list[str]:
         """The configured input paths (or globs) that must exist before anything is read."""

@@ -173,7 +173,8 @@ def test_datamodule_report_and_cache_key_of_compressed_inputs(tmp_path, caplog):
 
     def module(**kwargs):
         return PretrainingDataModule(files=[str(corpus)], tokenizer=TokenizerSpec(vocab_file=str(vocab)),
-                                     cache_dir=str(tmp_path / "cache"), doc_boundary="blank_line", **kwargs)
+                                     cache_dir=str(tmp_path / "cache"),
+                                     instances=InstanceSettings(doc_boundary="blank_line"), **kwargs)
 
     dm = module()
     assert [p.name for p in dm.files] == ["part0.txt.xz", "part1.txt.gz"]
