@@ -238,11 +238,11 @@ def test_first_reviews_of_the_shared_imdb_corpus(data_dir):
 def test_presets_compose_and_name_existing_files(name, folders, boundaries, data_dir, tmp_path):
     from hydra.utils import instantiate
 
-    from bert_exp.config import validate_config
+    from bert_exp.runner.validation import validate_config
 
     cfg = compose_config(["+experiment=pretrain_tiny", f"data={name}"], run_dir=tmp_path)
     validate_config(cfg)
-    assert cfg.data.max_seq_length == 128 and cfg.data.tokenizer.vocab_size == 8192  # the rest is corpus.yaml's
+    assert cfg.data.instances.max_seq_length == 128 and cfg.data.tokenizer.vocab_size == 8192  # the rest is corpus.yaml's
     dm = instantiate(cfg.data)
     files = dm.files
     assert {p.parent.name for p in files} == set(folders) and all(p.is_file() for p in files)
