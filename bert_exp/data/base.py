@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import lightning as L
+import torch
 from tokenizers import Tokenizer
 
 from .hashing import files_sha256
@@ -13,6 +16,40 @@ from .loading import LoaderSettings, check_inputs
 from .masking import SpecialIds
 from .sampling import EvaluationSampler, TrainingSampler, process_group
 from .tokenizer import load_vocab_file, save_vocab, tokenizer_from_vocab
+
+
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+class DataLoader(torch.utils.data.DataLoader):
+    """PyTorch's DataLoader, its workers started with SIGTERM and SIGINT blocked: a signal to the process
+    group arriving while a worker starts waits, and the worker discards it once worker_init has it
+    ignoring them (otherwise a worker forked at that moment dies of it, and the run with it)."""
+
+    def __iter__(self):
+        if self.num_workers == 0:
+            return super().__iter__()
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            return super().__iter__()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def worker_init(worker_id: int) -> None:
+    """Every DataLoader worker of ours starts here. Workers ignore SIGTERM and SIGINT: a signal sent to
+    the whole process group (a timeout, SLURM, Kubernetes, Ctrl-C in a terminal) is the main process's to
+    act on; a worker dying of it would make PyTorch raise in the main process, in the middle of saving
+    last.ckpt. The workers still end with the main process (PyTorch shuts them down, or they notice it
+    gone). Lightning's seeding of workers (``seed_everything(workers=True)``) is kept: Lightning adds it
+    only to loaders without a ``worker_init_fn``, so it is called from here."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by DataLoader.__iter__ for the fork
+    if int(os.environ.get("PL_SEED_WORKERS", "0")):
+        from lightning.fabric.utilities.seed import pl_worker_init_function
+
+        pl_worker_init_function(worker_id)
 
 
 class VocabularyDataModule(L.LightningDataModule):
@@ -31,6 +68,13 @@ class VocabularyDataModule(L.LightningDataModule):
     def batch_size(self) -> int:
         """The per-device training batch (``data.loader.batch_size``, which the runner derives)."""
         return self.loader.batch_size
+
+    def dataloader(self, dataset, batch_size: int, sampler, collate_fn) -> DataLoader:
+        """A loader of ours as ``data.loader`` says (workers, pinned memory), its workers started by
+        :func:`worker_init`."""
+        workers = self.loader.num_workers
+        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate_fn, num_workers=workers,
+                          pin_memory=self.loader.pin_memory, persistent_workers=workers > 0, worker_init_fn=worker_init)
 
     def required_inputs(self) -> list[str]:
         """The configured input paths (or globs) that must exist before anything is read."""

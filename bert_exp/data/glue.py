@@ -158,7 +158,7 @@ class GlueDataModule(VocabularyDataModule):
         return batch
 
     def _loader(self, name: str, batch_size: int, sampler):
-        return self.loader.dataloader(self.datasets[name], batch_size, sampler, self.collate)
+        return self.dataloader(self.datasets[name], batch_size, sampler, self.collate)
 
     def train_dataloader(self):
         lengths = [len(f["input_ids"]) for f in self.datasets["train"]]

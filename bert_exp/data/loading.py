@@ -44,11 +44,6 @@ class LoaderSettings:
     pad_to_max_length: bool = False
     group_by_length: bool = False
 
-    def dataloader(self, dataset, batch_size: int, sampler, collate_fn) -> torch.utils.data.DataLoader:
-        return torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate_fn,
-                                           num_workers=self.num_workers, pin_memory=self.pin_memory,
-                                           persistent_workers=self.num_workers > 0)
-
     def refuse_grouping(self, data: str) -> None:
         if self.group_by_length:
             raise ValueError(f"data.loader.group_by_length=true: {data} has no length grouping (leave it false)")

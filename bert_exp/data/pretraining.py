@@ -218,7 +218,7 @@ class PretrainingDataModule(VocabularyDataModule):
     # -- loaders -------------------------------------------------------------------------------
 
     def _loader(self, split: str, sampler) -> torch.utils.data.DataLoader:
-        return self.loader.dataloader(self.datasets[split], self.batch_size, sampler, self.collator)
+        return self.dataloader(self.datasets[split], self.batch_size, sampler, self.collator)
 
     def train_dataloader(self):
         # epoch-tagged indices: the dataset varies dynamic masks per epoch without any shared state

@@ -152,6 +152,24 @@ def make_features(examples: list[SquadExample], tokenizer: Tokenizer, max_seq_le
     return features
 
 
+def span_candidates(feature: SquadFeature, start: np.ndarray, end: np.ndarray, n_best_size: int = 20,
+                    max_answer_length: int = 30) -> list[tuple[float, int, int]]:
+    """(start logit + end logit, first token, last token) of the spans the original considers: the
+    ``n_best_size`` best starts x ends, inside the context, the start in its max-context window, at most
+    ``max_answer_length`` tokens; in the order the original visits them."""
+    n = len(feature.input_ids)
+    start, end = start[:n], end[:n]
+    out = []
+    for s in np.argsort(start)[::-1][:n_best_size]:
+        if feature.offsets[s] is None or not feature.max_context[s]:
+            continue
+        for e in np.argsort(end)[::-1][:n_best_size]:
+            if feature.offsets[e] is None or e < s or e - s + 1 > max_answer_length:
+                continue
+            out.append((float(start[s] + end[e]), int(s), int(e)))
+    return out
+
+
 def postprocess(examples: list[SquadExample], features: list[SquadFeature], start_logits: list[np.ndarray],
                 end_logits: list[np.ndarray], n_best_size: int = 20, max_answer_length: int = 30,
                 version_2: bool = False, null_score_diff_threshold: float = 0.0):
@@ -171,18 +189,10 @@ def postprocess(examples: list[SquadExample], features: list[SquadFeature], star
             n = len(feature.input_ids)
             start, end = start[:n], end[:n]
             null_score = min(null_score, float(start[0] + end[0]))
-            top_starts = np.argsort(start)[::-1][:n_best_size]
-            top_ends = np.argsort(end)[::-1][:n_best_size]
-            for s in top_starts:
-                if feature.offsets[s] is None or not feature.max_context[s]:
-                    continue
-                for e in top_ends:
-                    if feature.offsets[e] is None or e < s or e - s + 1 > max_answer_length:
-                        continue
-                    score = float(start[s] + end[e])
-                    if score > best_score:
-                        best_score = score
-                        best_text = example.context[feature.offsets[s][0]:feature.offsets[e][1]]
+            for score, s, e in span_candidates(feature, start, end, n_best_size, max_answer_length):
+                if score > best_score:
+                    best_score = score
+                    best_text = example.context[feature.offsets[s][0]:feature.offsets[e][1]]
         if version_2:
             diff = null_score - best_score if best_score > -math.inf else math.inf
             null_odds[example.qid] = diff if math.isfinite(diff) else 1e9
@@ -295,7 +305,7 @@ class SquadDataModule(VocabularyDataModule):
         return batch
 
     def _loader(self, dataset, batch_size: int, sampler):
-        return self.loader.dataloader(dataset, batch_size, sampler, self.collate)
+        return self.dataloader(dataset, batch_size, sampler, self.collate)
 
     def train_dataloader(self):
         sampler = self.training_sampler(len(self.train_dataset), self.seed)

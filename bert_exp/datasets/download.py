@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError
+from ..records import dumps
 from .catalog import DataSource, Download, default_data_dir, load_catalog
 from ..data.hashing import file_sha256
 from ..data.loading import DataMissingError, input_present
@@ -153,7 +154,7 @@ def _record(data_dir: Path, hashes: dict[str, str]) -> None:
     record = {**_recorded(data_dir), **hashes}
     fd, tmp = tempfile.mkstemp(dir=data_dir, prefix=".record-")
     with os.fdopen(fd, "w") as out:
-        json.dump(record, out, indent=1, sort_keys=True)
+        out.write(dumps(record, indent=1, sort_keys=True))
     os.replace(tmp, data_dir / RECORD)
 
 def file_status(source: DataSource, data_dir: Path) -> list[FileStatus]:

@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..errors import UserError
+from ..records import write_json
 from .config import BertConfig
 
 HEADS = {  # our head name -> HuggingFace architecture
@@ -145,13 +146,13 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
     if ckpt.head is None:  # a headless BertModel is saved without the "bert." prefix
         state = {k.removeprefix("bert."): v for k, v in state.items() if k.startswith("bert.")}
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    (out / "config.json").write_text(json.dumps(hf_config_dict(ckpt), indent=2, sort_keys=True) + "\n")
+    write_json(out / "config.json", hf_config_dict(ckpt), indent=2, sort_keys=True)
     if ckpt.vocab:
         (out / "vocab.txt").write_text("\n".join(ckpt.vocab) + "\n", encoding="utf-8")
         specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                     "mask_token": "[MASK]"}
-        (out / "special_tokens_map.json").write_text(json.dumps(specials, indent=2) + "\n")
-        (out / "tokenizer_config.json").write_text(json.dumps(
-            {"do_lower_case": ckpt.lowercase, "tokenizer_class": "BertTokenizer",
-             "model_max_length": ckpt.config.max_position_embeddings, **specials}, indent=2) + "\n")
+        write_json(out / "special_tokens_map.json", specials, indent=2)
+        write_json(out / "tokenizer_config.json",
+                   {"do_lower_case": ckpt.lowercase, "tokenizer_class": "BertTokenizer",
+                    "model_max_length": ckpt.config.max_position_embeddings, **specials}, indent=2)
     return out

@@ -51,7 +51,11 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None,
+                output_attentions: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """The attended values; with ``output_attentions`` also the probabilities [batch, heads, query,
+        key], computed explicitly (softmax(QK^T/sqrt(d) + mask)) instead of by the fused kernel, which
+        never materialises them. Without it the computation is exactly the training path."""
         batch, seq_len, hidden = x.shape
 
         def heads(t: torch.Tensor) -> torch.Tensor:
@@ -59,11 +63,23 @@ class BertSelfAttention(nn.Module):
 
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
         p = self.dropout_p if self.training else 0.0
+        if output_attentions:
+            probs = attention_probabilities(q, k, attn_mask)
+            out = torch.matmul(dropout(probs, p, True) if p else probs, v)
+            return out.transpose(1, 2).reshape(batch, seq_len, hidden), probs
         if p and x.device.type == "cpu":
             out = _attention_with_cpu_dropout(q, k, v, attn_mask, p)
         else:  # SDPA: fused kernels, with their own dropout on GPU
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
         return out.transpose(1, 2).reshape(batch, seq_len, hidden)
+
+
+def attention_probabilities(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    """softmax(QK^T / sqrt(d)) over the keys, masked keys exactly 0."""
+    scores = torch.matmul(q, k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    return torch.softmax(scores, dim=-1)
 
 
 def _attention_with_cpu_dropout(q, k, v, attn_mask, p: float) -> torch.Tensor:
@@ -93,7 +109,10 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, output_attentions: bool = False):
+        if output_attentions:
+            attended, probs = self.self(x, attn_mask, output_attentions=True)
+            return self.output(attended, x), probs
         return self.output(self.self(x, attn_mask), x)
 
 
@@ -125,7 +144,10 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, output_attentions: bool = False):
+        if output_attentions:
+            attended, probs = self.attention(x, attn_mask, output_attentions=True)
+            return self.output(self.intermediate(attended), attended), probs
         attended = self.attention(x, attn_mask)
         return self.output(self.intermediate(attended), attended)
 
@@ -148,17 +170,24 @@ class BertEncoder(nn.Module):
             return list(self.layer)
         return [self.layer[0]] * self.num_hidden_layers
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None,
-                output_hidden_states: bool = False) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, output_hidden_states: bool = False,
+                output_attentions: bool = False) -> torch.Tensor | tuple:
         """The last layer's output; with ``output_hidden_states`` also every layer's, from the same pass:
-        [embeddings, layer 1, ..., layer L] as HuggingFace's ``hidden_states``."""
+        [embeddings, layer 1, ..., layer L] as HuggingFace's ``hidden_states``. With
+        ``output_attentions``: (output, hidden states or None, [each layer's attention probabilities])."""
         if hasattr(self, "embedding_hidden_mapping_in"):
             x = self.embedding_hidden_mapping_in(x)
-        hidden = [x]
+        hidden, attentions = [x], []
         for layer in self.layers():
-            x = layer(x, attn_mask)
+            if output_attentions:
+                x, probs = layer(x, attn_mask, output_attentions=True)
+                attentions.append(probs)
+            else:
+                x = layer(x, attn_mask)
             if output_hidden_states:
                 hidden.append(x)
+        if output_attentions:
+            return x, (hidden if output_hidden_states else None), attentions
         return (x, hidden) if output_hidden_states else x
 
 
@@ -242,15 +271,23 @@ class BertModel(BertPreTrainedModel):
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
+        output_attentions: bool = False,
     ) -> tuple:
         """Returns (sequence_output [batch, seq, hidden], pooled_output [batch, hidden] or None), and with
-        ``output_hidden_states`` a third item: the embeddings and every layer's output (one pass)."""
+        ``output_hidden_states`` a third item: the embeddings and every layer's output (one pass). With
+        ``output_attentions`` a last item: each layer's attention probabilities [batch, heads, seq, seq]
+        (computed explicitly, only when asked: the default path is the fused kernel, unchanged)."""
         x = self.embeddings(input_ids, token_type_ids)
         mask = extended_attention_mask(attention_mask, self.config.causal, input_ids.shape[1], input_ids.device)
-        out = self.encoder(x, mask, output_hidden_states)
-        sequence_output, hidden = out if output_hidden_states else (out, None)
+        attentions = None
+        if output_attentions:
+            sequence_output, hidden, attentions = self.encoder(x, mask, output_hidden_states, True)
+        else:
+            out = self.encoder(x, mask, output_hidden_states)
+            sequence_output, hidden = out if output_hidden_states else (out, None)
         pooled = self.pooler(sequence_output, attention_mask) if self.pooler is not None else None
-        return (sequence_output, pooled, hidden) if output_hidden_states else (sequence_output, pooled)
+        result = (sequence_output, pooled) + ((hidden,) if output_hidden_states else ())
+        return result + ((attentions,) if output_attentions else ())
 
 
 class BertPredictionHeadTransform(nn.Module):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import random
+import signal
+import threading
 import time
+from contextlib import contextmanager
 
 import lightning as L
 import numpy as np
@@ -93,14 +96,30 @@ class RandomStates(L.Callback):
     """Puts every process's global random state (dropout draws from it) in each checkpoint, and
     restores it just before the first step of a resumed run, so the run continues as if never stopped.
 
-    Nothing else in the data path draws from the global generators: samplers and masks have seeded
-    generators of their own, so the state saved after step k is the state step k+1 starts from."""
+    The training steps draw from a stream of their own: the state at the end of each training batch is
+    kept and put back at the start of the next, so whatever runs in between (validation, a DataLoader
+    iterator drawing its base seed from the global generator at each epoch or evaluation, checkpoint
+    saving) does not shift it, and the state a checkpoint holds is the one the next step starts from,
+    wherever it was saved (a periodic save before a validation, the SIGTERM save after it, an epoch end).
+    Nothing else in the data path needs saving: samplers draw their order from a generator seeded by
+    (seed, epoch) and masks from generators seeded per example (bert_exp/data), so both are a function
+    of the data position, which the DataModule's state holds."""
 
     def __init__(self):
         self._to_restore: dict | None = None
+        self._train_state: dict | None = None  # the training stream, as the next batch starts from it
+        self._batches_started = 0
+        self._snapshot_of = -1  # the batch whose end _train_state was taken at
+
+    def _states_to_save(self) -> dict:
+        # inside a batch's end hooks before ours ran (LastCheckpoint's periodic save), only the training
+        # step has drawn since the batch started: the current state is the stream's
+        if self._train_state is not None and self._snapshot_of == self._batches_started:
+            return self._train_state
+        return _random_states()
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
-        states = _random_states()
+        states = self._states_to_save()
         if dist.is_available() and dist.is_initialized() and trainer.world_size > 1:
             gathered = [None] * trainer.world_size  # every rank builds the checkpoint; rank 0 writes it
             dist.all_gather_object(gathered, states)
@@ -117,18 +136,36 @@ class RandomStates(L.Callback):
                         len(states), trainer.world_size)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if self._to_restore is not None:
-            _restore_random_states(self._to_restore)
-            self._to_restore = None
+        self._batches_started += 1
+        states, self._to_restore = self._to_restore or self._train_state, None
+        if states is not None:
+            _restore_random_states(states)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._train_state = _random_states()
+        self._snapshot_of = self._batches_started
+
+
+def _hold_stop(trainer) -> bool:
+    """Whether a stop now would fall inside an optimizer step's accumulation (it waits for the step)."""
+    return trainer.fit_loop.epoch_loop._should_accumulate()
+
+
+def weights_finite(module) -> bool:
+    """Whether every parameter of ``module`` is finite (one device synchronisation)."""
+    flags = [torch.isfinite(p.detach()).all() for p in module.parameters()]
+    return bool(torch.stack(flags).all()) if flags else True
 
 
 class LastCheckpoint(L.Callback):
     """Keeps ``last.ckpt`` current: every ``every_n_train_steps`` optimizer steps, after the final step,
-    and on SIGTERM (a preempted or cancelled job) after the step in flight. A killed run loses at most
-    N steps; a resumed one continues from here (``ckpt_path=RUN_DIR``).
+    and on SIGTERM or Ctrl-C (a preempted or cancelled job) after the step in flight. A killed run loses
+    at most N steps; a resumed one continues from here (``ckpt_path=RUN_DIR``).
 
-    Lightning turns SIGTERM into an exception at the end of the current batch, on every rank; the
-    checkpoint is written before the run stops. Files are replaced atomically (AtomicCheckpointIO)."""
+    Lightning turns SIGTERM into an exception at the end of the current batch, on every rank (GracefulStop
+    makes Ctrl-C do the same and waits for the end of an accumulation); the checkpoint is written before
+    the run stops. Files are replaced atomically (AtomicCheckpointIO). Weights that are not finite (a run
+    diverging) are never saved: the last good ``last.ckpt`` stays."""
 
     def __init__(self, dirpath: str, every_n_train_steps: int = 500):
         self.dirpath, self.every_n_train_steps = dirpath, every_n_train_steps
@@ -138,10 +175,20 @@ class LastCheckpoint(L.Callback):
     def path(self) -> str:
         return os.path.join(self.dirpath, "last.ckpt")
 
+    @property
+    def saved_step(self) -> int | None:
+        """The optimizer step of the last.ckpt this run wrote (None: it wrote none)."""
+        return self._saved_step if self._saved_step >= 0 else None
+
     def _save(self, trainer) -> None:
-        if trainer.global_step != self._saved_step and not trainer.sanity_checking:
-            trainer.save_checkpoint(self.path, weights_only=False)  # the full training state
-            self._saved_step = trainer.global_step
+        if trainer.global_step == self._saved_step or trainer.sanity_checking:
+            return
+        if not weights_finite(trainer.lightning_module):
+            log.warning("not saving %s at step %d: the weights are not finite (the previous one stays)",
+                        self.path, trainer.global_step)
+            return
+        trainer.save_checkpoint(self.path, weights_only=False)  # the full training state
+        self._saved_step = trainer.global_step
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.fit_loop._should_accumulate():
@@ -157,4 +204,138 @@ class LastCheckpoint(L.Callback):
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         if isinstance(exception, SIGTERMException) and trainer.state.fn == "fit":
             self._save(trainer)
-            log.warning("SIGTERM: saved %s at step %d", self.path, trainer.global_step)
+            log.warning("stopped by a signal: saved %s at step %d", self.path, trainer.global_step)
+
+
+class Diverged(RuntimeError):
+    """The loss or the gradient norm stayed non-finite for ``patience`` optimizer steps."""
+
+    def __init__(self, step: int, first_step: int, reason: str):
+        super().__init__(f"diverged: {reason} from step {first_step}; stopped at step {step}")
+        self.step, self.first_step, self.reason = step, first_step, reason
+
+
+class DivergenceCheck(L.Callback):
+    """Stops a run (raises Diverged) once the training loss or the global gradient norm has been NaN or
+    infinite for ``patience`` optimizer steps in a row (``trainer.detect_nonfinite``).
+
+    The gradient norm is checked only without a loss scaler: under ``16-mixed`` precision an infinite
+    gradient makes the scaler skip the step and lower its scale, which is its normal work. Both checks
+    read one value from the device per step."""
+
+    def __init__(self, patience: int = 3):
+        if patience < 1:
+            raise ValueError(f"patience={patience}: must be at least 1")
+        self.patience = patience
+        self.bad_steps = 0
+        self.first_bad_step: int | None = None
+        self._reasons: set[str] = set()
+        self._grad_flag: torch.Tensor | None = None
+        self._loss_flag: torch.Tensor | None = None
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        if getattr(trainer.precision_plugin, "scaler", None) is not None:
+            return
+        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+        if grads:
+            self._grad_flag = ~torch.isfinite(torch.nn.utils.get_total_norm(grads))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if isinstance(loss, torch.Tensor):
+            flag = ~torch.isfinite(loss.detach())
+            self._loss_flag = flag if self._loss_flag is None else self._loss_flag | flag
+        if trainer.fit_loop._should_accumulate():
+            return  # one verdict per optimizer step
+        loss_bad = bool(self._loss_flag) if self._loss_flag is not None else False
+        grad_bad = bool(self._grad_flag) if self._grad_flag is not None else False
+        self._loss_flag = self._grad_flag = None
+        if not (loss_bad or grad_bad):
+            self.bad_steps, self.first_bad_step, self._reasons = 0, None, set()
+            return
+        self.bad_steps += 1
+        if self.first_bad_step is None:
+            self.first_bad_step = trainer.global_step
+        self._reasons |= {"the training loss"} if loss_bad else set()
+        self._reasons |= {"the gradient norm"} if grad_bad else set()
+        if self.bad_steps >= self.patience:
+            reason = " and ".join(sorted(self._reasons)) + " not finite"
+            raise Diverged(trainer.global_step, self.first_bad_step, reason)
+
+
+class GracefulStop(L.Callback):
+    """SIGTERM and Ctrl-C (SIGINT) stop a run at the end of an optimizer step, never inside a gradient
+    accumulation: LastCheckpoint then saves last.ckpt, and the run ends ``interrupted`` (exit code
+    128 + the signal's number: 143, 130). A second Ctrl-C stops at once, without saving (the previous
+    last.ckpt stays).
+
+    Lightning's own SIGTERM handler (which forwards the signal to DDP children) runs first and sets
+    ``trainer.received_sigterm``, which Lightning checks after every batch. During a fit the flag is
+    held back to the end of the next batch that completes an optimizer step; there last.ckpt is saved
+    and the flag set. Under DDP the ranks agree on that
+    batch (one boolean reduced per step). Ctrl-C takes the same path. The handlers are installed for the
+    duration of ``handling_signals`` (the runner's fit)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.signal: int | None = None  # the first stop signal received
+        self.stopped_at_once = False
+        self._trainer = None
+        self._pending = False
+
+    @contextmanager
+    def handling_signals(self, trainer):
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        self._trainer = trainer
+        previous = {s: signal.getsignal(s) for s in self.SIGNALS}
+        for s in self.SIGNALS:
+            signal.signal(s, self._on_signal)
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+            self._trainer = None
+
+    def _on_signal(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.signal is not None:
+            self.stopped_at_once = True
+            os.write(2, b"\nsecond Ctrl-C: stopping at once, without saving\n")
+            raise KeyboardInterrupt
+        if self.signal is None:
+            self.signal = signum
+            if signum == signal.SIGINT:
+                os.write(2, b"\nCtrl-C: stopping after the step in flight and saving last.ckpt "
+                            b"(Ctrl-C again stops at once, without saving)\n")
+        trainer = self._trainer
+        if trainer is None:
+            return
+        if trainer.state.fn == "fit":  # stopped (and saved) at the next step or epoch end: see the hooks
+            trainer._signal_connector.received_sigterm, self._pending = False, True
+        else:
+            trainer._signal_connector.received_sigterm = True
+
+    def _stop_now(self, trainer) -> None:
+        # saved here, in on_train_batch_end, not when Lightning's SIGTERMException arrives: at an epoch's
+        # last batch Lightning resumes a checkpoint written here into the next epoch, one written after
+        # the batch into an epoch one batch long (and the sampler's epoch out of step)
+        self._pending = False
+        for callback in trainer.callbacks:
+            if isinstance(callback, LastCheckpoint):
+                callback._save(trainer)
+        trainer._signal_connector.received_sigterm = True  # Lightning stops after this batch or epoch
+
+    def _agreed(self, trainer, hold: bool) -> bool:
+        """Whether to stop now, the same on every rank (a rank may have had the signal a batch later)."""
+        decision = self._pending and not hold
+        if trainer.world_size > 1:
+            decision = trainer.strategy.reduce_boolean_decision(decision, all=False)
+        return decision
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        hold = _hold_stop(trainer)
+        if not hold and self._agreed(trainer, hold):
+            self._stop_now(trainer)

@@ -1,4 +1,5 @@
-"""The resolved config as a tree (rich), printed when a run starts and saved in its directory."""
+"""The resolved config as a tree (rich), saved in the run directory when it starts; the console gets a
+few lines of what runs and where (the whole tree: ``--cfg job``, or the saved ``config_tree.txt``)."""
 
 from __future__ import annotations
 
@@ -38,10 +39,42 @@ def config_tree(cfg: DictConfig) -> Tree:
     return tree
 
 
+def _get(cfg: DictConfig, key: str, default=None):
+    return OmegaConf.select(cfg, key, default=default, throw_on_missing=False)
+
+
+def summary_lines(cfg: DictConfig, config_file: Path | None = None) -> list[str]:
+    """What runs, on what, for how long, and where it writes: one screen's head, not the whole config."""
+    model = _get(cfg, "model")
+    if _get(cfg, "model.source") is not None or str(_get(cfg, "model._target_", "")).endswith("model_config_of"):
+        shape = f"the shape of {_get(cfg, 'model.source')}"
+    else:
+        shape = (f"L{_get(cfg, 'model.num_hidden_layers', 12)}/H{_get(cfg, 'model.hidden_size', 768)}"
+                 if model is not None else "?")
+    init = _get(cfg, "task.init_from")
+    budget = _get(cfg, "trainer.budget")
+    steps = _get(cfg, "trainer.max_steps", -1)
+    epochs = _get(cfg, "trainer.max_epochs")
+    length = (f"budget {budget}" if budget else f"{steps} steps" if steps and steps > 0
+              else f"{epochs} epochs" if epochs else "until stopped")
+    data_files = _get(cfg, "data.train_file") or _get(cfg, "data.files")
+    data = data_files if isinstance(data_files, str) else f"{len(data_files)} inputs" if data_files else "?"
+    lines = [
+        f"run: {_get(cfg, 'experiment_name')} ({_get(cfg, 'task.name')}), model {shape}"
+        + (f" from {init}" if init else ", fresh weights"),
+        f"data: {data}; batch {_get(cfg, 'global_batch_size')}, {length}; "
+        f"{_get(cfg, 'trainer.accelerator', 'auto')} x{_get(cfg, 'trainer.devices', 1)}, {_get(cfg, 'trainer.precision')}",
+        f"writes: {_get(cfg, 'paths.run_dir')}",
+    ]
+    if config_file is not None:
+        lines.append(f"config: {config_file} (the resolved config; python -m bert_exp ... --cfg job prints it)")
+    return lines
+
+
 def show_config(cfg: DictConfig, save_to: Path | None = None) -> None:
-    """Prints the tree; with ``save_to``, also writes it there as plain text."""
+    """Prints a few lines of what runs and where; with ``save_to``, writes the whole tree there."""
     tree = config_tree(cfg)
-    Console(soft_wrap=True).print(tree)
+    print("\n".join(summary_lines(cfg, save_to)), flush=True)
     if save_to is not None:
         save_to.parent.mkdir(parents=True, exist_ok=True)
         with open(save_to, "w", encoding="utf-8") as out:

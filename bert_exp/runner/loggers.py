@@ -56,3 +56,11 @@ class RankZeroFileHandler(logging.FileHandler):
     def emit(self, record: logging.LogRecord) -> None:
         if self.enabled:
             super().emit(record)
+
+
+class ConsoleFilter(logging.Filter):
+    """The console shows bert_exp's own messages and anything at ERROR or above; the rest (Lightning's
+    notices, third-party warnings) goes to the job's log file only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name.startswith(("bert_exp", "__main__")) or record.levelno >= logging.ERROR

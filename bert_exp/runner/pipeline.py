@@ -17,6 +17,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from .validation import ConfigError, validate_config
+from ..records import write_json
 from .run_dir import hydra_overrides, read_run_info
 
 
@@ -121,7 +122,7 @@ def run_pipeline(cfg: DictConfig) -> float | None:
         info = read_run_info(stage_dir) or {}
         results[name] = {"run_dir": str(stage_dir), "status": info.get("status"), "monitor": info.get("monitor"),
                          "value": (info.get("metrics") or {}).get(info.get("monitor"))}
-    (run_dir / "pipeline.json").write_text(json.dumps(results, indent=2))
+    write_json(run_dir / "pipeline.json", results, indent=2)
     for name, result in results.items():
         print(f"pipeline: {name:10s} {result['monitor']} = {result['value']}")
     last = results[list(results)[-1]]["value"]

@@ -3,11 +3,11 @@ writes ``run.json``. Callable from tests with a composed config (no command line
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -25,12 +25,13 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .callbacks import TokenThroughput
+from .callbacks import Diverged, DivergenceCheck, GracefulStop, LastCheckpoint, TokenThroughput
 from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
 from .validation import RUNNER_TRAINER_KEYS, validate_config
 from .config_tree import show_config
 from ..data.tokenizer import vocab_list
+from ..records import write_json
 from ..tools.info import package_versions
 from .run_dir import (
     JobDirectory,
@@ -160,6 +161,9 @@ def run(cfg: DictConfig) -> float | None:
 
 def check_before_work(cfg: DictConfig):
     """Every check that needs no data: keys, types, ranges, combinations; then where the run executes."""
+    if logging.getLogger().handlers:  # under Hydra: Python warnings go to the logs (the console filters them)
+        logging.captureWarnings(True)
+    os.environ.setdefault("WANDB_SILENT", "true")  # W&B's own summary would fill the screen; run.json has it
     validate_config(cfg)
     check_combination(cfg)
     placement = derive_placement(cfg)
@@ -227,9 +231,12 @@ def make_budget(cfg: DictConfig, module) -> Budget | None:
 
 def build_trainer(cfg: DictConfig, placement, budget: Budget | None = None):
     throughput = TokenThroughput()
-    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [throughput]
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [throughput, GracefulStop()]
     if budget is not None:  # first: a checkpoint saved after a step holds the clock with that step counted
         callbacks.insert(0, budget)
+    patience = nonfinite_patience(cfg.trainer.get("detect_nonfinite", 3))
+    if patience:
+        callbacks.append(DivergenceCheck(patience))
     loggers = [instantiate(c) for c in cfg.logger.values() if c]
     extra = {"accumulate_grad_batches": placement.accumulate_grad_batches}
     if cfg.trainer.get("accelerator") != "tpu" and not cfg.trainer.get("plugins"):
@@ -241,6 +248,13 @@ def build_trainer(cfg: DictConfig, placement, budget: Budget | None = None):
         logger=loggers or False, callbacks=callbacks, default_root_dir=str(cfg.paths.run_dir), **extra
     )
     return trainer, loggers, throughput
+
+
+def nonfinite_patience(value) -> int:
+    """``trainer.detect_nonfinite``: true = 3 steps, false/0 = off, N = N steps."""
+    if value is True:
+        return 3
+    return int(value or 0)
 
 
 class RunRecord:
@@ -313,7 +327,8 @@ class RunRecord:
         except OSError as err:  # a full disk: the log (or the console) has it
             log.error("could not record the failure in %s: %s", self.run_dir / "run.json", err)
 
-    def finish(self, status: str, trainer, module, throughput, metrics: dict, loggers) -> None:
+    def finish(self, status: str, trainer, module, throughput, metrics: dict, loggers, **ending) -> None:
+        """``ending``: how it ended (``diverged``, ``stopped_by``, ``last_checkpoint``), added to run.json."""
         if not self.write:
             return
         checkpoint = trainer.checkpoint_callback
@@ -327,34 +342,91 @@ class RunRecord:
             "best_checkpoint": getattr(checkpoint, "best_model_path", None) or None,
             "best_score": _number(getattr(checkpoint, "best_model_score", None)),
             "metrics": metrics,
+            **ending,
         })
         write_run_info(self.run_dir, self.info)
         finish_wandb(loggers, self.run_dir, self.info)
+        monitor = self.info.get("monitor")
+        value = (self.info.get("metrics") or {}).get(monitor)
+        print(f"result: {status}, step {trainer.global_step}"
+              + (f", {monitor} = {value:.4g}" if isinstance(value, float) else ""))
         print(f"run directory: {self.run_dir}")
+        saved = ending.get("last_checkpoint")
+        if status == "interrupted":
+            if saved:
+                print(f"interrupted; to resume from last.ckpt (step {saved['step']}): "
+                      f"{resume_command(self.info.get('overrides'), self.run_dir)}")
+            else:
+                print("interrupted before this run saved a checkpoint", file=sys.stderr)
+        elif status == "diverged":
+            print(f"diverged at step {ending['diverged']['step']} ({ending['diverged']['reason']}); the last good "
+                  + (f"checkpoint: {saved['path']} (step {saved['step']})" if saved else "checkpoint: none saved"),
+                  file=sys.stderr)
+
+
+# exit codes (besides 0, and 2 for a config or input mistake): 1 failed; 3 diverged; 128 + the signal's
+# number when a signal stopped the run (130 Ctrl-C, 143 SIGTERM), its last.ckpt saved for a resume
+EXIT_DIVERGED = 3
+
+
+def _callback(trainer, kind):
+    return next((c for c in trainer.callbacks if isinstance(c, kind)), None)
 
 
 def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughput, loggers) -> float | None:
-    status = "failed"
+    """Fits, then records how the run ended: ``finished``; ``interrupted`` by SIGTERM or Ctrl-C
+    (last.ckpt saved after the step in flight; a second Ctrl-C stops at once); ``diverged`` (the loss
+    went NaN or infinite: trainer.detect_nonfinite); ``failed`` (an error, re-raised)."""
+    stop = _callback(trainer, GracefulStop) or GracefulStop()
+    status, ending = "failed", {}
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None)
-        status = "interrupted" if trainer.interrupted else "finished"
-        if status == "finished" and module.last_validated_step != trainer.global_step and trainer.limit_val_batches:
-            # stopped between two validations: validate the final weights, so run.json reports them
-            trainer.validate(module, datamodule=datamodule, verbose=False)
-    except SIGTERMException:
-        status = "interrupted"  # CheckpointOnSigterm saved last.ckpt
+        with stop.handling_signals(trainer):
+            try:
+                trainer.fit(module, datamodule=datamodule, ckpt_path=str(ckpt_path) if ckpt_path else None)
+                status = "finished"
+                if module.last_validated_step != trainer.global_step and trainer.limit_val_batches:
+                    # stopped between two validations: validate the final weights, so run.json reports them
+                    trainer.validate(module, datamodule=datamodule, verbose=False)
+            except SIGTERMException:
+                status = "interrupted"  # LastCheckpoint saved last.ckpt
+            except Diverged as err:
+                status = "diverged"
+                ending["diverged"] = {"step": err.step, "first_non_finite_step": err.first_step, "reason": err.reason}
+                log.error("%s; the run stops (the last finite last.ckpt is kept)", err)
+            except (KeyboardInterrupt, SystemExit):
+                # Lightning turns a KeyboardInterrupt (a second Ctrl-C) into sys.exit(1)
+                if stop.signal is None and not isinstance(sys.exc_info()[1], KeyboardInterrupt):
+                    raise
+                if status != "finished":
+                    status = "interrupted"
+                stop.stopped_at_once = True
     finally:
+        if status == "interrupted":
+            ending["stopped_by"] = signal.Signals(stop.signal or signal.SIGINT).name
+            ending["stopped_at_once"] = stop.stopped_at_once
+        last = _callback(trainer, LastCheckpoint)
+        if last is not None and last.saved_step is not None:
+            ending["last_checkpoint"] = {"path": last.path, "step": last.saved_step}
         metrics = {k: _number(v) for k, v in sorted(trainer.callback_metrics.items())}
-        record.finish(status, trainer, module, throughput, metrics, loggers)
+        if getattr(datamodule, "data_report", None):  # what the corpus cache holds and what it left out
+            ending["data_report"] = datamodule.data_report
+        record.finish(status, trainer, module, throughput, metrics, loggers, **ending)
     if status == "interrupted":
-        sys.exit(128 + signal.SIGTERM)
+        sys.exit(128 + (stop.signal or signal.SIGINT))
+    if status == "diverged":
+        sys.exit(EXIT_DIVERGED)
     return metrics.get(cfg.task.monitor)
 
 
+def resume_command(overrides: list[str], run_dir: Path) -> str:
+    """The command that continues a run from its last.ckpt (in a new run directory)."""
+    kept = [o for o in overrides or [] if o.lstrip("+~").split("=", 1)[0] not in ("ckpt_path", "hydra.run.dir")]
+    return shlex.join(["python", "-m", "bert_exp", *kept, f"ckpt_path={run_dir}"])
+
+
 def write_run_info(run_dir: Path, info: dict) -> None:
-    partial = run_dir / ".run.json.partial"
-    partial.write_text(json.dumps(info, indent=2, default=str))
-    partial.replace(run_dir / "run.json")
+    """run.json, strict JSON (a non-finite value is null, named under ``non_finite``), replaced atomically."""
+    write_json(run_dir / "run.json", info, indent=2)
 
 
 def _traceback_to_log_file(exc: BaseException) -> None:

@@ -22,6 +22,10 @@ class ConfigError(UserError, ValueError):
     """A config mistake; the message names the key."""
 
 
+# keys under ``trainer`` that the runner takes out before it instantiates Lightning's Trainer
+RUNNER_TRAINER_KEYS = ("budget", "detect_nonfinite")
+
+
 def _matches(value, annotation) -> bool:
     if annotation is inspect.Parameter.empty or annotation is typing.Any:
         return True
@@ -47,10 +51,6 @@ def _matches(value, annotation) -> bool:
     if inspect.isclass(annotation):  # a config value (a primitive) cannot be, e.g., a Tensor
         return isinstance(value, annotation)
     return True  # callables, type variables...: left to the target itself
-
-
-# keys under ``trainer`` that the runner consumes before it instantiates Lightning's Trainer
-RUNNER_TRAINER_KEYS = ("budget",)
 
 
 def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
@@ -187,6 +187,9 @@ def value_problems(cfg: DictConfig) -> list[str]:
         if _select(cfg, "optim.scheduler.warmup_steps") is not None:
             problems.append(f"trainer.budget={budget} lays the schedule over the budget, not over steps: set "
                             "optim.scheduler.warmup_steps=null and give optim.scheduler.warmup_ratio")
+    patience = _select(cfg, "trainer.detect_nonfinite")
+    if patience is not None and not isinstance(patience, bool) and (not isinstance(patience, int) or patience < 0):
+        problems.append(f"trainer.detect_nonfinite={patience!r}: a number of steps (0 or false: off)")
     lr = _select(cfg, "optim.optimizer.lr")
     if isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr <= 0:
         problems.append(f"optim.optimizer.lr={lr}: the learning rate must be positive")

@@ -25,6 +25,8 @@ def checkpoint_metadata(task) -> dict:
         meta["vocab"] = task.vocab
     if getattr(task, "labels", None) is not None:  # token classification: the label names
         meta["labels"] = list(task.labels)
+    if getattr(task.model, "layers", "last") != "last":  # a tagger's features (which layers), to rebuild it
+        meta["layers"] = task.model.layers
     return meta
 
 
@@ -48,7 +50,8 @@ def load_lightning(path: Path) -> Checkpoint:
     state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     head = ckpt["head"] if "head" in ckpt else LEGACY_TASK_HEADS.get(ckpt.get("task"))
     return Checkpoint(BertConfig.from_dict(ckpt["bert_config"]), state, ckpt.get("vocab"), ckpt.get("lowercase", True),
-                      head, ckpt.get("num_labels"), str(path), {"global_step": ckpt.get("global_step")},
+                      head, ckpt.get("num_labels"), str(path),
+                      {"global_step": ckpt.get("global_step"), "layers": ckpt.get("layers", "last")},
                       ckpt.get("labels"))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +9,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..model import BertConfig, BertForQuestionAnswering
+from ..records import write_json
 from .base import BertTask, Vocabulary
 from .optim import OptimSettings
 
@@ -95,6 +95,6 @@ class QuestionAnsweringModule(BertTask):
         if self.trainer.is_global_zero:
             out = Path(self.trainer.default_root_dir)
             out.mkdir(parents=True, exist_ok=True)
-            (out / "predictions.json").write_text(json.dumps(predictions, indent=1, ensure_ascii=False))
+            write_json(out / "predictions.json", predictions, indent=1, ensure_ascii=False)
             if evaluator.version_2:
-                (out / "null_odds.json").write_text(json.dumps(null_odds, indent=1))
+                write_json(out / "null_odds.json", null_odds, indent=1)

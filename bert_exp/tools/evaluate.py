@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import statistics
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError
+from ..records import write_json
 from ..runner.run_dir import read_run_info
 
 # task -> (metric in run.json, its name in the table, scale to points)
@@ -149,7 +149,7 @@ def write_outputs(rows: list[dict], tasks: list[str], out: Path) -> None:
         for row in rows:
             writer.writerow([row["source"], *(row[t][k] if t in row else "" for t in tasks for k in ("mean", "std", "n")),
                              row["average"]])
-    (out / "suite.json").write_text(json.dumps({"tasks": tasks, "rows": rows}, indent=2, allow_nan=False))
+    write_json(out / "suite.json", {"tasks": tasks, "rows": rows}, indent=2)
     import matplotlib
 
     matplotlib.use("Agg")

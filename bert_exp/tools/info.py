@@ -12,6 +12,8 @@ from pathlib import Path
 
 from platformdirs import user_cache_dir
 
+from ..records import dumps
+
 PACKAGES = ("bert_exp", "torch", "lightning", "hydra-core", "omegaconf", "torchmetrics", "tokenizers",
             "wandb", "safetensors", "numpy", "pooch", "transformers")
 
@@ -160,10 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.run is not None:
         summary = run_summary(args.run)
-        print(json.dumps(summary, indent=2) if args.json else render_run(summary))
+        print(dumps(summary, indent=2) if args.json else render_run(summary))
         return 0
     info = collect()
-    print(json.dumps(info, indent=2) if args.json else render(info))
+    print(dumps(info, indent=2) if args.json else render(info))
     return 0
 
 

@@ -129,7 +129,7 @@ def test_cache_build_memory_does_not_grow_with_the_corpus(data_dir, tmp_path):
 
 
 def test_whole_word_masking_on_the_real_vocabulary(data_dir, cache_dir):
-    """data.whole_word: the collator gets the vocabulary's ## pieces, and masks them with their word."""
+    """data.masking.whole_word: the collator gets the vocabulary's ## pieces, and masks them with their word."""
     dm = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
                                tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
                                loader=LoaderSettings(batch_size=16), instances=InstanceSettings(val_fraction=0.1),

@@ -46,6 +46,8 @@ def test_pretrain_tiny_learns(first_run):
     assert info["num_parameters"] > 1e6 and info["config"]["experiment_name"] == "pretrain_tiny"
     assert len(info["data_checksums"]) == 136 and all(len(v) == 64 for v in info["data_checksums"].values())
     assert info["versions"]["torch"] and info["versions"]["lightning"]
+    report = info["data_report"]  # what the corpus cache holds and what truncation left out
+    assert report["tokens"] > 1_000_000 and 0 <= report["tokens_dropped"] < report["tokens"]
 
 
 def test_run_directory_holds_everything(first_run):
@@ -56,7 +58,12 @@ def test_run_directory_holds_everything(first_run):
     # the resolved config, printed as a tree when the run starts and saved with it
     tree = (run_dir / "config_tree.txt").read_text()
     assert tree.startswith("config\n├── task") and "hidden_size: 128" in tree and "${" not in tree
-    assert "├── model" in result.stdout and "max_steps: 200" in result.stdout
+    # the console: a few lines of what runs and where, then the result (the whole tree is in the file)
+    assert "run: pretrain_tiny (pretraining), model L2/H128, fresh weights" in result.stdout
+    assert "200 steps" in result.stdout and f"config: {run_dir / 'config_tree.txt'}" in result.stdout
+    assert "result: finished, step 200, val/mlm_loss = " in result.stdout
+    assert "├──" not in result.stdout and "Trainable params" not in result.stdout
+    assert len(result.stdout.strip().splitlines()) < 25, result.stdout
     best = list((run_dir / "checkpoints").glob("best-step*.ckpt"))
     assert len(best) == 1
     # W&B logs offline without credentials: one run, grouped by experiment, with config, curves and run.json

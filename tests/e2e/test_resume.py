@@ -129,3 +129,78 @@ def test_a_ddp_run_terminated_and_resumed_equals_an_uninterrupted_one(env, tmp_p
     # bitwise when run alone; the same float-rounding allowance as the single-process test above
     assert all(abs(float(continued[s]) - float(expected[s])) <= 1e-6 * abs(float(expected[s])) for s in expected)
     assert sum(continued[s] == expected[s] for s in expected) >= len(expected) - 3
+
+
+# -- exact at the awkward points: a validation step, an epoch end, inside a gradient accumulation -------
+# In-process runs, stopped by a real SIGTERM that a test callback sends at a chosen batch
+# (tests/faults/inject.py); the reference is an uninterrupted run of the same config. CPU, fp32: bitwise.
+
+SHORT = [o for o in OVERRIDES if not o.startswith(("trainer.max_steps", "trainer.val_check_interval",
+                                                   "callbacks.last_checkpoint", "data.files"))]
+SHORT += ["data.files=['${paths.data_dir}/corpus/inaugural/19[0-4]*.txt']",  # epochs of a few steps
+          "trainer.val_check_interval=4", "callbacks.last_checkpoint.every_n_train_steps=4",
+          "+trainer.num_sanity_val_steps=0", "trainer.limit_val_batches=1"]
+
+
+SHORT_STEPS = 14
+
+
+def _signal_at(**where) -> str:
+    fields = ",".join(f"{k}:{v}" for k, v in where.items())
+    return "+callbacks.fault={_target_:inject.SignalAt,signal:SIGTERM," + fields + "}"
+
+
+def _stopped(overrides, run_dir) -> int:
+    """Runs until the injected SIGTERM stops it; the step its last.ckpt holds."""
+    with pytest.raises(SystemExit) as stop:
+        run(compose_config(overrides, run_dir=run_dir))
+    assert stop.value.code == 128 + signal.SIGTERM
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    assert not list((run_dir / "checkpoints").glob(".*partial"))
+    return torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"]
+
+
+@pytest.fixture
+def in_process(cache_dir, monkeypatch):
+    monkeypatch.setenv("BERT_EXP_CACHE", str(cache_dir))
+    monkeypatch.syspath_prepend(str(REPO / "tests" / "faults"))
+
+
+def test_resumed_at_a_validation_step_and_at_an_epoch_end_repeats_the_run_bitwise(in_process, tmp_path):
+    # the epoch's length, from a first reference run long enough to cross it
+    reference = tmp_path / "reference"
+    run(compose_config([*SHORT, f"trainer.max_steps={SHORT_STEPS}"], run_dir=reference))
+    with open(reference / "logs" / "metrics.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("train/loss")]
+    epoch_steps = min(int(r["step"]) for r in rows if int(r["epoch"]) == 1)  # steps 0..E-1 are epoch 0
+    assert 5 < epoch_steps < SHORT_STEPS - 1, epoch_steps
+    expected = losses(reference)
+
+    # stopped after step 4, a validation step: last.ckpt was written before the validation ran
+    at_validation = tmp_path / "at_validation"
+    assert _stopped([*SHORT, f"trainer.max_steps={SHORT_STEPS}", _signal_at(step=3)], at_validation) == 4
+    # resumed there, stopped at the end of epoch 0
+    at_epoch_end = tmp_path / "at_epoch_end"
+    assert _stopped([*SHORT, f"trainer.max_steps={SHORT_STEPS}", f"ckpt_path={at_validation}",
+                     _signal_at(step=epoch_steps - 1)], at_epoch_end) == epoch_steps
+    finished = tmp_path / "finished"
+    run(compose_config([*SHORT, f"trainer.max_steps={SHORT_STEPS}", f"ckpt_path={at_epoch_end}"], run_dir=finished))
+
+    resumed = {**losses(at_validation), **losses(at_epoch_end), **losses(finished)}
+    assert min(losses(at_epoch_end)) == 4 and min(losses(finished)) == epoch_steps
+    assert resumed == expected  # the logged strings: bitwise
+
+
+def test_a_stop_inside_a_gradient_accumulation_waits_for_its_step_and_resumes_bitwise(in_process, tmp_path):
+    accumulate = [*SHORT, "+trainer.accumulate_grad_batches=2", "trainer.max_steps=8"]
+    reference = tmp_path / "reference"
+    run(compose_config(accumulate, run_dir=reference))
+
+    # SIGTERM at the end of micro-batch 6 (0-based), the first half of optimizer step 3: the run goes
+    # on to the end of that step's accumulation, then saves
+    stopped = tmp_path / "stopped"
+    assert _stopped([*accumulate, _signal_at(micro_batch=6)], stopped) == 4
+    finished = tmp_path / "finished"
+    run(compose_config([*accumulate, f"ckpt_path={stopped}"], run_dir=finished))
+    assert min(losses(finished)) == 4
+    assert {**losses(stopped), **losses(finished)} == losses(reference)

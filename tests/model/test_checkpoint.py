@@ -150,7 +150,7 @@ def test_mismatches_are_clear_errors(tmp_path):
 
 def test_our_own_config_fields_stay_out_of_the_exported_config_json(tmp_path):
     from bert_exp.model import BertConfig, BertForPreTraining
-    from bert_exp.model.checkpoint import hf_config_dict
+    from bert_exp.model.hf import hf_config_dict
 
     config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=64, initializer="truncated_normal")

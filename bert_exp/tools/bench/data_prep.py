@@ -18,6 +18,7 @@ from itertools import chain
 from pathlib import Path
 
 from .hardware import peak_rss_bytes, run_isolated
+from ...records import dumps
 
 DEFAULT_GLOBS = ("corpus/gutenberg-nltk/*.txt", "corpus/state_union/*.txt", "corpus/inaugural/*.txt",
                  "corpus/tinyshakespeare/input.txt")  # the default pre-training corpus (conf/data/corpus)
@@ -120,4 +121,4 @@ def data_table(results: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure(json.loads(sys.argv[1]))))
+    print(dumps(measure(json.loads(sys.argv[1]))))

@@ -11,6 +11,7 @@ import sys
 import torch
 
 from .hardware import current_rss_bytes, peak_rss_bytes
+from ...records import dumps
 from .models import make_steps
 
 
@@ -32,4 +33,4 @@ def measure(spec: dict) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure(json.loads(sys.argv[1]))))
+    print(dumps(measure(json.loads(sys.argv[1]))))

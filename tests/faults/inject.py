@@ -1,0 +1,69 @@
+"""Test-only faults, added to a run as a callback (tests/faults on PYTHONPATH):
+
+    python -m bert_exp ... '+callbacks.fault={_target_:inject.NanAt,step:3}'
+    python -m bert_exp ... '+callbacks.fault={_target_:inject.SignalAt,step:5,signal:SIGTERM}'
+"""
+
+from __future__ import annotations
+
+import os
+import signal as signals
+
+import lightning as L
+import torch
+
+
+class NanAt(L.Callback):
+    """Before optimizer step ``step`` (counted from 0, as metrics.csv's train/loss steps are), fills
+    one weight with NaN: the loss of that step and every later one is NaN."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                next(pl_module.parameters()).fill_(float("nan"))
+
+
+class SignalAt(L.Callback):
+    """Sends ``signal`` to this process (``group: true``: to its process group) at the end of training
+    micro-batch ``micro_batch`` (counted from 0 over the run, accumulation included), or of the batch
+    that completes optimizer step ``step``; ``times`` sends it that many times in a row."""
+
+    def __init__(self, step: int | None = None, micro_batch: int | None = None, signal: str = "SIGTERM",
+                 times: int = 1, group: bool = False):
+        if (step is None) == (micro_batch is None):
+            raise ValueError("give step or micro_batch")
+        self.step, self.micro_batch, self.times, self.group = step, micro_batch, times, group
+        self.signal = getattr(signals, signal)
+        self._seen = 0
+        self._sent = False
+
+    def _send(self) -> None:
+        self._sent = True
+        for _ in range(self.times):
+            if self.group:
+                os.killpg(os.getpgid(0), self.signal)
+            else:
+                os.kill(os.getpid(), self.signal)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        seen, self._seen = self._seen, self._seen + 1
+        if self._sent:
+            return
+        if self.micro_batch is not None and seen == self.micro_batch:
+            self._send()
+        elif self.step is not None and trainer.global_step == self.step + 1 and not trainer.fit_loop._should_accumulate():
+            self._send()
+
+
+class CrashAt(L.Callback):
+    """Raises at the start of optimizer step ``step``: a crash that saves nothing (like SIGKILL)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError(f"injected crash at step {self.step}")
