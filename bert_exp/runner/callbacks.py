@@ -62,7 +62,7 @@ class CompileModel(L.Callback):
     """Compiles the task's BERT with ``torch.compile`` when training starts (``+callbacks=compile``).
 
     ``nn.Module.compile`` works in place, so parameter names (and checkpoints) stay HuggingFace's.
-    ``dynamic: false`` suits fixed-shape batches (``data.pad_to_max_length=true``, as on TPU): a batch
+    ``dynamic: false`` suits fixed-shape batches (``data.loader.pad_to_max_length=true``, as on TPU): a batch
     of a new shape recompiles, so with variable lengths leave it null and let torch decide."""
 
     def __init__(self, mode: str | None = None, dynamic: bool | None = None, fullgraph: bool = False,

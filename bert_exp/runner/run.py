@@ -49,6 +49,7 @@ from .run_dir import (
 from .ranks import is_global_rank_zero
 from ..errors import UserError
 from ..model import num_parameters
+from ..tasks.base import Vocabulary
 from ..tasks.checkpoints import lightning_checkpoint_path, load_checkpoint
 from .placement import check_combination, derive_placement
 
@@ -109,11 +110,8 @@ def build_task_module(cfg: DictConfig, datamodule, vocab: list[str], init=None):
     make_module = instantiate(cfg.task.module, _partial_=True)
     module = make_module(
         model_config=model_config,
-        optimizer=instantiate(cfg.optim.optimizer),
-        scheduler=instantiate(cfg.optim.scheduler),
-        no_decay=list(cfg.optim.no_decay),
-        vocab=vocab,
-        lowercase=datamodule.lowercase,
+        optim=instantiate(cfg.optim),  # OptimSettings: the optimizer and scheduler factories, no_decay
+        vocabulary=Vocabulary(vocab, datamodule.lowercase),
         **(datamodule.module_arguments() if hasattr(datamodule, "module_arguments") else {}),  # tagging: labels
     )
     if init is not None:
@@ -212,7 +210,8 @@ def open_job(cfg: DictConfig, placement) -> JobDirectory:
 def build_data(cfg: DictConfig, placement, init=None):
     """The DataModule, its inputs present (fetched when the catalog has them), tokenizing with the
     vocabulary the starting weights were trained with."""
-    datamodule = instantiate(cfg.data, batch_size=placement.device_batch_size)
+    loader = instantiate(cfg.data.loader, batch_size=placement.device_batch_size)
+    datamodule = instantiate(cfg.data, loader=loader)
     fetch_inputs(datamodule)
     if init is not None and init.vocab:
         datamodule.use_vocabulary(init.vocab, init.lowercase)

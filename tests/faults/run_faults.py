@@ -152,7 +152,7 @@ def _resume(root: Path, name: str, source: Path):
 
 def case_sigterm_group(root: Path):
     run_dir = root / "sigterm_group"
-    proc = start(run_dir, "data.num_workers=1", group=True)
+    proc = start(run_dir, "data.loader.num_workers=1", group=True)
     wait_for_step(proc, run_dir, 3)
     os.killpg(proc.pid, signal.SIGTERM)  # the run, its DataLoader worker, everything in the group
     code = finish(proc)
