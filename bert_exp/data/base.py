@@ -12,7 +12,7 @@ import torch
 from tokenizers import Tokenizer
 
 from .hashing import files_sha256
-from .loading import check_inputs
+from .loading import LoaderSettings, check_inputs
 from .masking import SpecialIds
 from .sampling import EvaluationSampler, TrainingSampler, process_group
 from .tokenizer import load_vocab_file, save_vocab, tokenizer_from_vocab
@@ -53,14 +53,28 @@ def worker_init(worker_id: int) -> None:
 
 
 class VocabularyDataModule(L.LightningDataModule):
-    def __init__(self, vocab_file: str | None = None, lowercase: bool = True, download: bool = True):
+    def __init__(self, vocab_file: str | None = None, lowercase: bool = True, download: bool = True,
+                 loader: LoaderSettings = LoaderSettings()):
         super().__init__()
+        self.loader = loader
         self.vocab_file = vocab_file
         self.lowercase = lowercase
         self.download = download
         self._tokenizer: Tokenizer | None = None
         self._train_sampler: TrainingSampler | None = None
         self._resume_state: dict | None = None
+
+    @property
+    def batch_size(self) -> int:
+        """The per-device training batch (``data.loader.batch_size``, which the runner derives)."""
+        return self.loader.batch_size
+
+    def dataloader(self, dataset, batch_size: int, sampler, collate_fn) -> DataLoader:
+        """A loader of ours as ``data.loader`` says (workers, pinned memory), its workers started by
+        :func:`worker_init`."""
+        workers = self.loader.num_workers
+        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate_fn, num_workers=workers,
+                          pin_memory=self.loader.pin_memory, persistent_workers=workers > 0, worker_init_fn=worker_init)
 
     def required_inputs(self) -> list[str]:
         """The configured input paths (or globs) that must exist before anything is read."""

@@ -197,7 +197,7 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
     Returns the data report (also written to ``meta.json``)."""
     s = settings
     if s.max_seq_length < 8:
-        raise CorpusError(f"data.max_seq_length={s.max_seq_length} is too short for sentence pairs")
+        raise CorpusError(f"data.instances.max_seq_length={s.max_seq_length} is too short for sentence pairs")
     token_dtype = np.uint16 if tokenizer.get_vocab_size() <= np.iinfo(np.uint16).max + 1 else np.int32
     started = time.perf_counter()
     read, stats = ReadReport(), [_FileStats() for _ in files]
@@ -220,8 +220,8 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
     for path, stat in zip(files, stats):
         if stat.long_sentences:
             log.warning(
-                "%s: %d sentence(s) longer than an instance holds (%d tokens, data.max_seq_length - 3; the longest "
-                "has %d): the rest of each is dropped. Text without sentence punctuation? (see data.line_is_sentence, "
+                "%s: %d sentence(s) longer than an instance holds (%d tokens, data.instances.max_seq_length - 3; the longest "
+                "has %d): the rest of each is dropped. Text without sentence punctuation? (see data.instances.line_is_sentence, "
                 "data.nsp=false)", path, stat.long_sentences, s.max_seq_length - 3, stat.longest_sentence)
     doc_starts = np.array([d[0] for d in documents] + [offset], dtype=np.int64)
 
@@ -233,7 +233,7 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
     if num_val and (num_val < min_docs or len(documents) - num_val < min_docs):
         raise CorpusError(
             f"the corpus has {len(documents)} documents: too few to hold out {num_val} for validation "
-            f"and keep {min_docs}+ in each split (see data.doc_boundary, data.val_fraction)"
+            f"and keep {min_docs}+ in each split (see data.instances.doc_boundary, data.instances.val_fraction)"
         )
     splits = {"val": sorted(order[:num_val]), "train": sorted(order[num_val:])}
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from .base import DataLoader, VocabularyDataModule, worker_init
-from .loading import DataFileError, EncodedDataset, pad_batch, read_utf8
+from .base import VocabularyDataModule
+from .loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, read_utf8
 
 
 @dataclass
@@ -101,18 +101,14 @@ class GlueDataModule(VocabularyDataModule):
         max_seq_length: int = 128,
         vocab_file: str | None = None,
         lowercase: bool = True,
-        batch_size: int = 32,
-        eval_batch_size: int = 128,
-        num_workers: int = 0,
-        pin_memory: bool = False,
+        loader: LoaderSettings = LoaderSettings(),
         limit_train_examples: int | None = None,
         download: bool = True,
-        group_by_length: bool = False,
         seed: int = 0,
-        pad_to_max_length: bool = False,
         pair_truncation: str = "longest_first",
     ):
-        super().__init__(vocab_file, lowercase, download)
+        """``seed``: the training order (grouped by length or not)."""
+        super().__init__(vocab_file, lowercase, download, loader)
         if pair_truncation not in ("longest_first", "google"):
             raise ValueError(f"data.pair_truncation={pair_truncation!r}: expected longest_first or google")
         self.pair_truncation = pair_truncation
@@ -122,11 +118,8 @@ class GlueDataModule(VocabularyDataModule):
         self.text_columns, self.label_column = list(text_columns), label_column
         self.num_labels, self.num_columns, self.header = num_labels, num_columns, header
         self.max_seq_length = max_seq_length
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
-        self.num_workers, self.pin_memory = num_workers, pin_memory
         self.limit_train_examples = limit_train_examples
-        self.group_by_length, self.seed = group_by_length, seed
-        self.pad_to_max_length = pad_to_max_length
+        self.seed = seed
         self.datasets: dict[str, EncodedDataset] = {}
 
     def input_files(self) -> list[Path]:
@@ -160,21 +153,18 @@ class GlueDataModule(VocabularyDataModule):
             self.datasets[name] = self.encode(self.read(path))
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        batch = pad_batch(features, self.special_ids.pad, length=self.max_seq_length if self.pad_to_max_length else None)
+        batch = pad_batch(features, self.special_ids.pad, length=self.max_seq_length if self.loader.pad_to_max_length else None)
         batch["labels"] = torch.tensor([f["label"] for f in features], dtype=features[0]["dtype"])
         return batch
 
     def _loader(self, name: str, batch_size: int, sampler):
-        return DataLoader(self.datasets[name], batch_size=batch_size, sampler=sampler,
-                                           collate_fn=self.collate, num_workers=self.num_workers,
-                                           pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0,
-                                           worker_init_fn=worker_init)
+        return self.dataloader(self.datasets[name], batch_size, sampler, self.collate)
 
     def train_dataloader(self):
         lengths = [len(f["input_ids"]) for f in self.datasets["train"]]
-        sampler = self.training_sampler(lengths, self.seed, group_by_length=self.group_by_length)
+        sampler = self.training_sampler(lengths, self.seed, group_by_length=self.loader.group_by_length)
         return self._loader("train", self.batch_size, sampler)
 
     def val_dataloader(self):
-        return [self._loader(name, self.eval_batch_size, self.evaluation_sampler(self.datasets[name]))
+        return [self._loader(name, self.loader.eval_batch_size, self.evaluation_sampler(self.datasets[name]))
                 for name in self.val_names]

@@ -1,16 +1,52 @@
-"""What the DataModules share for reading: the error for a bad input file, the check that inputs exist,
-an in-memory dataset of encoded examples and the padding collate."""
+"""What the DataModules share for reading: the loader settings, the error for a bad input file, the check
+that inputs exist, an in-memory dataset of encoded examples and the padding collate.
+
+Settings groups (this :class:`LoaderSettings`, :class:`~bert_exp.data.masking.MaskingSettings`,
+:class:`~bert_exp.data.corpus.InstanceSettings`, and the tasks' ``OptimSettings`` and ``Vocabulary``)
+are dataclasses that hold their defaults; nowhere else repeats them. The config gives each its own
+node (``data.loader``, ``data.masking``, ``data.instances``), generated from the dataclass
+(bert_exp/runner/settings_store.py) with a ``_target_``, so Hydra builds the dataclass itself and the
+DataModule receives it whole. The presets list only what they change, and ``--cfg job`` still prints
+every value, the defaults included. Nested keys were chosen over flat ones because one key then means
+the same thing for every DataModule (``data.loader.num_workers`` is what hardware presets set,
+whatever the data) and the dataclass is the config node: flat keys would have needed either repeating
+each field as an interpolation or re-packing keyword arguments in every constructor.
+"""
 
 from __future__ import annotations
 
 import glob
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from ..errors import UserError
+
+
+@dataclass(frozen=True)
+class LoaderSettings:
+    """How a DataModule batches and loads (``data.loader``); none of it changes the examples.
+
+    ``batch_size`` is the per-device training batch: the runner sets it from ``global_batch_size``
+    (and ``device_batch_size``), so the configured value applies only to a DataModule built by hand.
+    ``eval_batch_size``: validation batches (pre-training validates with ``batch_size``).
+    ``pad_to_max_length``: every batch padded to ``max_seq_length`` (static shapes, as XLA wants).
+    ``group_by_length``: training batches of similar lengths (less padding); false keeps the paper's
+    plain random batches (GLUE and tagging data; the corpus and SQuAD refuse it)."""
+
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    num_workers: int = 0
+    pin_memory: bool = False
+    pad_to_max_length: bool = False
+    group_by_length: bool = False
+
+    def refuse_grouping(self, data: str) -> None:
+        if self.group_by_length:
+            raise ValueError(f"data.loader.group_by_length=true: {data} has no length grouping (leave it false)")
 
 
 class DataFileError(UserError, ValueError):

@@ -32,6 +32,28 @@ IGNORE_INDEX = -100
 
 
 @dataclass(frozen=True)
+class MaskingSettings:
+    """How pre-training masks (``data.masking``): ``masked_lm_prob`` of the tokens, at most
+    ``max_predictions_per_seq``; ``count_special_tokens`` and ``whole_word`` as above. ``mode``:
+    ``dynamic`` (a new mask each epoch, RoBERTa's) or ``static`` (each instance's mask fixed by the
+    corpus seed, as the original with ``dupe_factor`` copies)."""
+
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int = 20
+    count_special_tokens: bool = False
+    whole_word: bool = False
+    mode: str = "dynamic"
+
+    def __post_init__(self):
+        if self.mode not in ("dynamic", "static"):
+            raise ValueError(f"data.masking.mode={self.mode!r}: expected dynamic or static")
+
+    @property
+    def static(self) -> bool:
+        return self.mode == "static"
+
+
+@dataclass(frozen=True)
 class SpecialIds:
     pad: int
     cls: int

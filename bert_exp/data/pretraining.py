@@ -12,10 +12,11 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from .base import DataLoader, VocabularyDataModule, worker_init
+from .base import VocabularyDataModule
 from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache, instance_layout
 from .hashing import config_key
-from .masking import CausalLMCollator, PretrainingCollator, continuation_table
+from .loading import LoaderSettings
+from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
 from .text import CorpusError, detect_format, expand_inputs, iter_documents
 from .tokenizer import (
     atomic_directory,
@@ -70,35 +71,20 @@ class PretrainingDataModule(VocabularyDataModule):
         files: list,
         tokenizer: TokenizerSpec,
         cache_dir: str,
-        max_seq_length: int = 128,
-        max_predictions_per_seq: int = 20,
-        masked_lm_prob: float = 0.15,
-        count_special_tokens: bool = False,
-        whole_word: bool = False,
-        short_seq_prob: float = 0.1,
-        short_seq_per_document: bool = False,
+        instances: InstanceSettings = InstanceSettings(),
+        masking: MaskingSettings = MaskingSettings(),
+        loader: LoaderSettings = LoaderSettings(),
         nsp: bool = True,
         objective: str = "mlm_nsp",
         packing: str | None = None,
-        masking: str = "dynamic",
-        dupe_factor: int = 1,
-        val_fraction: float = 0.02,
-        min_val_documents: int = 2,
-        encoding_fallback: str | None = "latin-1",
-        doc_boundary: str = "file",
-        document_regex: str | None = None,
-        line_is_sentence: bool = False,
-        pad_to_max_length: bool = False,
-        batch_size: int = 32,
-        num_workers: int = 0,
-        pin_memory: bool = False,
-        seed: int = 12345,
         order_seed: int = 0,
         download: bool = True,
     ):
-        super().__init__(tokenizer.vocab_file, tokenizer.lowercase, download)
-        if masking not in ("dynamic", "static"):
-            raise ValueError(f"data.masking={masking!r}: expected dynamic or static")
+        """``instances``: what the cached instances are (their ``nsp`` and ``layout`` follow from
+        ``objective``, ``packing`` and ``nsp``, whatever they hold); ``order_seed``: the training order
+        and the dynamic masks (the run seed)."""
+        super().__init__(tokenizer.vocab_file, tokenizer.lowercase, download, loader)
+        loader.refuse_grouping("pre-training on a corpus")
         # the objective's instances (conf/objective): sentence pairs, or one of RoBERTa's packings
         pairs, layout = instance_layout(objective, packing, nsp)
         self.objective = objective if nsp else "mlm"
@@ -106,22 +92,8 @@ class PretrainingDataModule(VocabularyDataModule):
         self.files_spec = [path for path, _ in self.inputs]
         self.tokenizer_spec = tokenizer
         self.cache_dir = Path(cache_dir).expanduser()
-        self.settings = InstanceSettings(
-            max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
-            short_seq_per_document=short_seq_per_document, nsp=pairs, layout=layout, dupe_factor=dupe_factor,
-            val_fraction=val_fraction, min_val_documents=min_val_documents,
-            encoding_fallback=encoding_fallback, doc_boundary=doc_boundary, document_regex=document_regex,
-            line_is_sentence=line_is_sentence, seed=seed,
-        )
-        self.max_predictions_per_seq = max_predictions_per_seq
-        self.masked_lm_prob = masked_lm_prob
-        self.count_special_tokens = count_special_tokens
-        self.whole_word = whole_word
+        self.settings = dataclasses.replace(instances, nsp=pairs, layout=layout, file_boundaries=None)
         self.masking = masking
-        self.pad_to_max_length = pad_to_max_length
-        self.batch_size = batch_size
-        self.num_workers = num_workers
-        self.pin_memory = pin_memory
         self.order_seed = order_seed
         self._files: list[Path] | None = None
         self.datasets: dict[str, PretrainingDataset] = {}
@@ -225,31 +197,28 @@ class PretrainingDataModule(VocabularyDataModule):
         if not (directory / "meta.json").exists():  # e.g. setup() without Lightning calling prepare_data()
             self.prepare_data()
         special = self.special_ids
-        static = self.masking == "static"
+        static = self.masking.static
         # static masks follow the corpus seed (as the original's data creation does); dynamic ones the run's
         mask_seed = self.settings.seed if static else self.order_seed
         self.datasets = {
             split: PretrainingDataset(directory, split, special.cls, special.sep, mask_seed, static)
             for split in ("train", "val")
         }
+        pad_to = self.settings.max_seq_length if self.loader.pad_to_max_length else None
         if self.objective == "clm":  # every next token is predicted: nothing is masked
-            self.collator = CausalLMCollator(special, pad_to=self.settings.max_seq_length if self.pad_to_max_length else None)
+            self.collator = CausalLMCollator(special, pad_to=pad_to)
             return
+        m = self.masking
         self.collator = PretrainingCollator(
-            special, self.masked_lm_prob, self.max_predictions_per_seq,
-            pad_to=self.settings.max_seq_length if self.pad_to_max_length else None, static=static,
-            count_special_tokens=self.count_special_tokens,
-            continuation=continuation_table(self.tokenizer.get_vocab()) if self.whole_word else None,
+            special, m.masked_lm_prob, m.max_predictions_per_seq, pad_to=pad_to, static=static,
+            count_special_tokens=m.count_special_tokens,
+            continuation=continuation_table(self.tokenizer.get_vocab()) if m.whole_word else None,
         )
 
     # -- loaders -------------------------------------------------------------------------------
 
     def _loader(self, split: str, sampler) -> torch.utils.data.DataLoader:
-        return DataLoader(
-            self.datasets[split], batch_size=self.batch_size, sampler=sampler, collate_fn=self.collator,
-            num_workers=self.num_workers, pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0,
-            worker_init_fn=worker_init,
-        )
+        return self.dataloader(self.datasets[split], self.batch_size, sampler, self.collator)
 
     def train_dataloader(self):
         # epoch-tagged indices: the dataset varies dynamic masks per epoch without any shared state

@@ -22,8 +22,8 @@ import torch
 from tokenizers import Tokenizer
 
 from ..metrics.squad import evaluate_v1, evaluate_v2
-from .base import DataLoader, VocabularyDataModule, worker_init
-from .loading import DataFileError, EncodedDataset, pad_batch, read_utf8
+from .base import VocabularyDataModule
+from .loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, read_utf8
 
 
 @dataclass
@@ -258,25 +258,20 @@ class SquadDataModule(VocabularyDataModule):
         null_score_diff_threshold: float = 0.0,
         vocab_file: str | None = None,
         lowercase: bool = True,
-        batch_size: int = 32,
-        eval_batch_size: int = 64,
-        num_workers: int = 0,
-        pin_memory: bool = False,
+        loader: LoaderSettings = LoaderSettings(eval_batch_size=64),
         limit_train_examples: int | None = None,
         limit_val_examples: int | None = None,
         seed: int = 0,
-        pad_to_max_length: bool = False,
         download: bool = True,
     ):
-        super().__init__(vocab_file, lowercase, download)
-        self.seed, self.pad_to_max_length = seed, pad_to_max_length
+        super().__init__(vocab_file, lowercase, download, loader)
+        loader.refuse_grouping("question answering")
+        self.seed = seed
         self.train_file, self.val_file, self.version_2 = train_file, val_file, version_2
         self.train_articles, self.val_articles = train_articles, val_articles
         self.max_seq_length, self.doc_stride, self.max_query_length = max_seq_length, doc_stride, max_query_length
         self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
         self.null_score_diff_threshold = null_score_diff_threshold
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
-        self.num_workers, self.pin_memory = num_workers, pin_memory
         self.limit_train_examples, self.limit_val_examples = limit_train_examples, limit_val_examples
         self.evaluator = SquadEvaluator(AnswerSelection(n_best_size, max_answer_length, version_2,
                                                         null_score_diff_threshold))
@@ -303,20 +298,18 @@ class SquadDataModule(VocabularyDataModule):
             for i, f in enumerate(self.evaluator.features)])
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        batch = pad_batch(features, self.special_ids.pad, length=self.max_seq_length if self.pad_to_max_length else None)
+        batch = pad_batch(features, self.special_ids.pad, length=self.max_seq_length if self.loader.pad_to_max_length else None)
         for key in ("start_positions", "end_positions", "feature_index"):
             if key in features[0]:
                 batch[key] = torch.tensor([f[key] for f in features])
         return batch
 
     def _loader(self, dataset, batch_size: int, sampler):
-        return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=self.collate,
-                                           num_workers=self.num_workers, pin_memory=self.pin_memory,
-                                           persistent_workers=self.num_workers > 0, worker_init_fn=worker_init)
+        return self.dataloader(dataset, batch_size, sampler, self.collate)
 
     def train_dataloader(self):
         sampler = self.training_sampler(len(self.train_dataset), self.seed)
         return self._loader(self.train_dataset, self.batch_size, sampler)
 
     def val_dataloader(self):
-        return self._loader(self.val_dataset, self.eval_batch_size, self.evaluation_sampler(self.val_dataset))
+        return self._loader(self.val_dataset, self.loader.eval_batch_size, self.evaluation_sampler(self.val_dataset))

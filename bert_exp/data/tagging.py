@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from .base import VocabularyDataModule
-from .loading import DataFileError, EncodedDataset, pad_batch
+from .loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch
 
 IGNORE = -100
 FORMATS = ("conll", "conllu")
@@ -159,17 +159,13 @@ class TaggingDataModule(VocabularyDataModule):
         window_context: int = 16,
         vocab_file: str | None = None,
         lowercase: bool = True,
-        batch_size: int = 32,
-        eval_batch_size: int = 128,
-        num_workers: int = 0,
-        pin_memory: bool = False,
+        loader: LoaderSettings = LoaderSettings(),
         limit_train_examples: int | None = None,
         limit_val_examples: int | None = None,
         download: bool = True,
-        group_by_length: bool = False,
         seed: int = 0,
     ):
-        super().__init__(vocab_file, lowercase, download)
+        super().__init__(vocab_file, lowercase, download, loader)
         if format not in FORMATS:
             raise ValueError(f"data.format: {format!r} is not one of {FORMATS}")
         if max_seq_length < 3:
@@ -178,10 +174,8 @@ class TaggingDataModule(VocabularyDataModule):
         self.format, self.label_column = format, label_column
         self.label_all_subtokens = label_all_subtokens
         self.max_seq_length, self.window_context = max_seq_length, window_context
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
-        self.num_workers, self.pin_memory = num_workers, pin_memory
         self.limit_train_examples, self.limit_val_examples = limit_train_examples, limit_val_examples
-        self.group_by_length, self.seed = group_by_length, seed
+        self.seed = seed
         self.datasets: dict[str, EncodedDataset] = {}
         self.sentences: dict[str, list[Sentence]] = {}
         self._labels: list[str] | None = None
@@ -280,7 +274,8 @@ class TaggingDataModule(VocabularyDataModule):
             self.datasets[name] = self.encode(sentences, path)
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        batch = pad_batch(features, self.special_ids.pad)
+        batch = pad_batch(features, self.special_ids.pad,
+                          length=self.max_seq_length if self.loader.pad_to_max_length else None)
         length = batch["input_ids"].shape[1]
         for key in ("labels", "word_index"):
             rows = torch.full((len(features), length), IGNORE if key == "labels" else -1, dtype=torch.long)
@@ -291,17 +286,15 @@ class TaggingDataModule(VocabularyDataModule):
         return batch
 
     def _loader(self, name: str, batch_size: int, sampler):
-        return torch.utils.data.DataLoader(self.datasets[name], batch_size=batch_size, sampler=sampler,
-                                           collate_fn=self.collate, num_workers=self.num_workers,
-                                           pin_memory=self.pin_memory, persistent_workers=self.num_workers > 0)
+        return self.dataloader(self.datasets[name], batch_size, sampler, self.collate)
 
     def train_dataloader(self):
         lengths = [len(f["input_ids"]) for f in self.datasets["train"]]
-        sampler = self.training_sampler(lengths, self.seed, group_by_length=self.group_by_length)
+        sampler = self.training_sampler(lengths, self.seed, group_by_length=self.loader.group_by_length)
         return self._loader("train", self.batch_size, sampler)
 
     def val_dataloader(self):
-        return [self._loader(name, self.eval_batch_size, self.evaluation_sampler(self.datasets[name]))
+        return [self._loader(name, self.loader.eval_batch_size, self.evaluation_sampler(self.datasets[name]))
                 for name in self.val_names]
 
     def gold(self, name: str) -> list[list[str]]:

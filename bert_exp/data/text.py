@@ -192,7 +192,7 @@ def _check_fallback(encoding_fallback: str | None) -> None:
     try:
         codecs.lookup(encoding_fallback)
     except LookupError:
-        raise CorpusError(f"data.encoding_fallback={encoding_fallback!r} is not a known encoding") from None
+        raise CorpusError(f"data.instances.encoding_fallback={encoding_fallback!r} is not a known encoding") from None
 
 
 def _first_invalid_byte(path: Path, fmt: str) -> int:
@@ -236,7 +236,7 @@ def iter_lines(path: Path, encoding_fallback: str | None = "latin-1", report: Re
                 if _ESCAPED.search(block):
                     if encoding_fallback is None:
                         offset = _first_invalid_byte(path, fmt)
-                        raise CorpusError(f"{path}: not valid UTF-8 at byte {offset} and data.encoding_fallback is null")
+                        raise CorpusError(f"{path}: not valid UTF-8 at byte {offset} and data.instances.encoding_fallback is null")
                     block, count = _decode_escaped(block, encoding_fallback)
                     replaced += count
                 lines = block.split("\n")
@@ -296,7 +296,7 @@ def split_documents(text: str, doc_boundary: str = "file", document_regex: str |
         docs = _BLANK_LINES.split(text)
     elif doc_boundary == "regex":
         if not document_regex:
-            raise CorpusError("data.doc_boundary=regex needs data.document_regex")
+            raise CorpusError("data.instances.doc_boundary=regex needs data.instances.document_regex")
         pattern = re.compile(document_regex)
         docs, current = [], []
         for line in text.split("\n"):
@@ -306,7 +306,7 @@ def split_documents(text: str, doc_boundary: str = "file", document_regex: str |
             current.append(line)
         docs.append("\n".join(current))
     else:
-        raise CorpusError(f"data.doc_boundary={doc_boundary!r}: expected file, blank_line or regex")
+        raise CorpusError(f"data.instances.doc_boundary={doc_boundary!r}: expected file, blank_line or regex")
     return [d for d in docs if d.strip()]
 
 
@@ -362,9 +362,9 @@ def iter_file_documents(
     """Each document of one file as text, read a line at a time (what :func:`split_documents` gives
     for the whole text, without holding more than one document)."""
     if doc_boundary not in ("file", "blank_line", "regex"):
-        raise CorpusError(f"data.doc_boundary={doc_boundary!r}: expected file, blank_line or regex")
+        raise CorpusError(f"data.instances.doc_boundary={doc_boundary!r}: expected file, blank_line or regex")
     if doc_boundary == "regex" and not document_regex:
-        raise CorpusError("data.doc_boundary=regex needs data.document_regex")
+        raise CorpusError("data.instances.doc_boundary=regex needs data.instances.document_regex")
     pattern = re.compile(document_regex) if doc_boundary == "regex" else None
     current: list[str] = []
     for line in iter_lines(path, encoding_fallback, report):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
@@ -11,7 +12,7 @@ from rich.table import Table
 
 from ..errors import UserError
 from .catalog import default_data_dir, get_source, load_catalog
-from .download import fetch, file_status, summarize
+from .download import DownloadError, fetch, file_status, summarize
 
 STYLE = {"present": "green", "unverified": "yellow", "incomplete": "yellow", "missing": "dim", "corrupt": "bold red"}
 
@@ -46,11 +47,23 @@ def list_command(args, console: Console) -> int:
     return 0
 
 
+def check_writable(data_dir: Path) -> None:
+    """One message, before any download, when the data directory cannot be written."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".write-check-"):
+            pass
+    except OSError as err:
+        raise DownloadError(f"cannot write to the data directory {data_dir} ({err.strerror or err}); choose "
+                            "another with --data-dir or $BERT_EXP_DATA") from None
+
+
 def download_command(args, console: Console) -> int:
     catalog = load_catalog()
     names = sorted(catalog) if args.names == ["all"] else args.names
     sources = [get_source(name, catalog) for name in names]  # every name checked before any download
     data_dir = args.data_dir or default_data_dir()
+    check_writable(data_dir)
     for source in sources:
         console.print(f"{source.name}: {source.description}")
         outcome = fetch(source, data_dir, force=args.force, progress=not args.no_progress)

@@ -95,7 +95,7 @@ class CompileModel(L.Callback):
     """Compiles the task's BERT with ``torch.compile`` when training starts (``+callbacks=compile``).
 
     ``nn.Module.compile`` works in place, so parameter names (and checkpoints) stay HuggingFace's.
-    ``dynamic: false`` suits fixed-shape batches (``data.pad_to_max_length=true``, as on TPU): a batch
+    ``dynamic: false`` suits fixed-shape batches (``data.loader.pad_to_max_length=true``, as on TPU): a batch
     of a new shape recompiles, so with variable lengths leave it null and let torch decide."""
 
     def __init__(self, mode: str | None = None, dynamic: bool | None = None, fullgraph: bool = False,
@@ -200,8 +200,12 @@ class LastCheckpoint(L.Callback):
     the run stops. Files are replaced atomically (AtomicCheckpointIO). Weights that are not finite (a run
     diverging) are never saved: the last good ``last.ckpt`` stays."""
 
-    def __init__(self, dirpath: str, every_n_train_steps: int = 500):
+    def __init__(self, dirpath: str, every_n_train_steps: int = 500, keep_after_finish: bool = True):
+        """``keep_after_finish=false``: a run that finishes deletes its last.ckpt (the full training state,
+        three times the weights' size with AdamW's moments) and keeps only the best checkpoint, which
+        ``task.init_from=RUN`` then uses; an interrupted or diverged run keeps it to resume from."""
         self.dirpath, self.every_n_train_steps = dirpath, every_n_train_steps
+        self.keep_after_finish = keep_after_finish
         self._saved_step = -1
 
     @property

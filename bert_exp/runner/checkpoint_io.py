@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from ..errors import UserError
+
+
+class OutOfSpace(UserError, OSError):
+    """The disk filled up while a checkpoint was written; the message says what is left and what to do."""
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -22,8 +29,16 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.partial")
-        with open(partial, "wb") as f:
-            torch.save(checkpoint, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
+        try:
+            with open(partial, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(partial, path)
+        except BaseException as err:
+            partial.unlink(missing_ok=True)  # never a half-written file behind
+            if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+                kept = " (the previous one is intact)" if path.exists() else ""
+                raise OutOfSpace(f"{path.parent}: no space left on the device while saving {path.name}{kept}; "
+                                 "free some space and resume from the run directory (ckpt_path=RUN_DIR)") from None
+            raise

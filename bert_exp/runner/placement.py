@@ -134,8 +134,8 @@ def check_combination(cfg: DictConfig, cuda_devices: int | None = None) -> None:
     if accelerator in ("gpu", "cuda") and cuda == 0:
         problems.append(f"trainer.accelerator={accelerator}: no CUDA device here; choose hardware=cpu or ddp_cpu")
     if accelerator == "tpu":
-        if not cfg.data.get("pad_to_max_length", False):
-            problems.append("hardware=tpu needs static shapes: set data.pad_to_max_length=true (XLA compiles "
+        if not OmegaConf.select(cfg, "data.loader.pad_to_max_length", default=False):
+            problems.append("hardware=tpu needs static shapes: set data.loader.pad_to_max_length=true (XLA compiles "
                             "one graph per shape; masked positions are always max_predictions_per_seq)")
         if precision.endswith("-mixed"):
             problems.append(f"precision={precision}: XLA takes 32-true, bf16-true or 16-true")

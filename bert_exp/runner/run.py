@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from .callbacks import Diverged, DivergenceCheck, GracefulStop, LastCheckpoint, TokenThroughput
 from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
-from .validation import RUNNER_TRAINER_KEYS, validate_config
+from .validation import RUNNER_TRAINER_KEYS, ConfigError, validate_config
 from .config_tree import show_config
 from ..data.tokenizer import vocab_list
 from ..records import write_json
@@ -49,6 +49,7 @@ from .run_dir import (
 from .ranks import is_global_rank_zero
 from ..errors import UserError
 from ..model import num_parameters
+from ..tasks.base import Vocabulary
 from ..tasks.checkpoints import lightning_checkpoint_path, load_checkpoint
 from .placement import check_combination, derive_placement, resolve_precision
 
@@ -109,11 +110,8 @@ def build_task_module(cfg: DictConfig, datamodule, vocab: list[str], init=None):
     make_module = instantiate(cfg.task.module, _partial_=True)
     module = make_module(
         model_config=model_config,
-        optimizer=instantiate(cfg.optim.optimizer),
-        scheduler=instantiate(cfg.optim.scheduler),
-        no_decay=list(cfg.optim.no_decay),
-        vocab=vocab,
-        lowercase=datamodule.lowercase,
+        optim=instantiate(cfg.optim),  # OptimSettings: the optimizer and scheduler factories, no_decay
+        vocabulary=Vocabulary(vocab, datamodule.lowercase),
         **(datamodule.module_arguments() if hasattr(datamodule, "module_arguments") else {}),  # tagging: labels
     )
     if init is not None:
@@ -215,7 +213,8 @@ def open_job(cfg: DictConfig, placement) -> JobDirectory:
 def build_data(cfg: DictConfig, placement, init=None):
     """The DataModule, its inputs present (fetched when the catalog has them), tokenizing with the
     vocabulary the starting weights were trained with."""
-    datamodule = instantiate(cfg.data, batch_size=placement.device_batch_size)
+    loader = instantiate(cfg.data.loader, batch_size=placement.device_batch_size)
+    datamodule = instantiate(cfg.data, loader=loader)
     fetch_inputs(datamodule)
     if init is not None and init.vocab:
         datamodule.use_vocabulary(init.vocab, init.lowercase)
@@ -391,6 +390,12 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
                 if module.last_validated_step != trainer.global_step and trainer.limit_val_batches:
                     # stopped between two validations: validate the final weights, so run.json reports them
                     trainer.validate(module, datamodule=datamodule, verbose=False)
+            except ValueError as err:
+                if "val_check_interval" not in str(err):
+                    raise
+                # Lightning's check, once it knows the epoch's length: one line naming the keys
+                raise ConfigError(f"trainer.val_check_interval={cfg.trainer.get('val_check_interval')}: "
+                                  f"{str(err).splitlines()[0]}") from None
             except SIGTERMException:
                 status = "interrupted"  # LastCheckpoint saved last.ckpt
             except Diverged as err:
@@ -409,7 +414,10 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
             ending["stopped_by"] = signal.Signals(stop.signal or signal.SIGINT).name
             ending["stopped_at_once"] = stop.stopped_at_once
         last = _callback(trainer, LastCheckpoint)
-        if last is not None and last.saved_step is not None:
+        if (status == "finished" and last is not None and not last.keep_after_finish and trainer.is_global_zero
+                and os.path.isfile(last.path)):
+            os.remove(last.path)  # only the best checkpoint is kept (callbacks.last_checkpoint.keep_after_finish)
+        elif last is not None and last.saved_step is not None:
             ending["last_checkpoint"] = {"path": last.path, "step": last.saved_step}
         metrics = {k: _number(v) for k, v in sorted(trainer.callback_metrics.items())}
         if getattr(datamodule, "data_report", None):  # what the corpus cache holds and what it left out

@@ -148,18 +148,22 @@ def value_problems(cfg: DictConfig) -> list[str]:
             problems.append(f"{key}={value!r}: wrong type, expected {kind.__name__}")
     if problems:  # the checks below do arithmetic on these
         return problems
-    seq, positions = _select(cfg, "data.max_seq_length"), _select(cfg, "model.max_position_embeddings")
+    # pre-training's length is an instance setting; the fine-tuning data have their own
+    seq_key = "data.instances.max_seq_length" if OmegaConf.select(cfg, "data.instances", default=None) is not None \
+        else "data.max_seq_length"
+    seq, positions = _select(cfg, seq_key), _select(cfg, "model.max_position_embeddings")
     if isinstance(seq, int) and isinstance(positions, int) and seq > positions:
-        problems.append(f"data.max_seq_length={seq} is larger than model.max_position_embeddings={positions}: "
-                        "the model has no position embedding beyond that; lower data.max_seq_length")
-    for key in ("global_batch_size", "device_batch_size", "data.batch_size", "data.eval_batch_size",
+        problems.append(f"{seq_key}={seq} is larger than model.max_position_embeddings={positions}: "
+                        f"the model has no position embedding beyond that; lower {seq_key}")
+    for key in ("global_batch_size", "device_batch_size", "data.loader.batch_size", "data.loader.eval_batch_size",
                 "trainer.accumulate_grad_batches"):
         value = _select(cfg, key)
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
             problems.append(f"{key}={value}: must be a positive number")
     for key in ("model.hidden_size", "model.num_hidden_layers", "model.num_attention_heads",
                 "model.intermediate_size", "model.max_position_embeddings", "data.max_seq_length",
-                "data.doc_stride", "data.max_query_length", "data.max_predictions_per_seq",
+                "data.instances.max_seq_length", "data.doc_stride", "data.max_query_length",
+                "data.masking.max_predictions_per_seq",
                 "data.tokenizer.vocab_size", "trainer.log_every_n_steps"):
         value = _select(cfg, key)
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0:

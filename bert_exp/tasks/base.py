@@ -4,6 +4,7 @@ the model description saved into every Lightning checkpoint."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 import lightning as L
 import torch
@@ -11,12 +12,7 @@ import torch
 from ..model import BertConfig
 from ..model.hf import TIED_KEYS, Checkpoint, CheckpointError
 from .checkpoints import checkpoint_metadata
-from .optim import (
-    DEFAULT_NO_DECAY,
-    OptimizerFactory,
-    SchedulerFactory,
-    parameter_groups,
-)
+from .optim import OptimSettings, parameter_groups
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +29,15 @@ def check_compatible(config: BertConfig, ckpt: Checkpoint) -> None:
                               + " (choose the model config, and the vocabulary, of the checkpoint)")
 
 
+@dataclass
+class Vocabulary:
+    """The tokens the model's embedding rows stand for, in order, and whether its input was lower-cased:
+    what a checkpoint carries so that its users tokenize as it was trained (None: not known)."""
+
+    tokens: list[str] | None = field(default=None, repr=False)
+    lowercase: bool = True
+
+
 class BertTask(L.LightningModule):
     # the head written into checkpoints (bert_exp.model.hf.HEADS): a stable name, not the class name
     head: str | None = None
@@ -42,31 +47,32 @@ class BertTask(L.LightningModule):
     budget_progress = None
     last_validated_step = -1
 
-    def __init__(
-        self,
-        optimizer: OptimizerFactory,
-        scheduler: SchedulerFactory | None = None,
-        no_decay: list[str] = list(DEFAULT_NO_DECAY),
-        vocab: list[str] | None = None,
-        lowercase: bool = True,
-    ):
+    def __init__(self, optim: OptimSettings, vocabulary: Vocabulary | None = None):
+        """``optim``: the optimizer, schedule and weight-decay exemptions (the ``optim`` config group);
+        ``vocabulary``: saved into every checkpoint (the runner hands over the data's)."""
         super().__init__()
-        self.optimizer_factory = optimizer
-        self.scheduler_factory = scheduler
-        self.no_decay = tuple(no_decay)
-        self.vocab = vocab
-        self.lowercase = lowercase
+        self.optim = optim
+        self.vocabulary = vocabulary if vocabulary is not None else Vocabulary()
         self.config: BertConfig  # set by subclasses
 
+    @property
+    def vocab(self) -> list[str] | None:
+        return self.vocabulary.tokens
+
+    @property
+    def lowercase(self) -> bool:
+        return self.vocabulary.lowercase
+
     def configure_optimizers(self):
-        weight_decay = getattr(self.optimizer_factory, "keywords", {}).get("weight_decay", 0.0)
-        optimizer = self.optimizer_factory(parameter_groups(self, weight_decay, self.no_decay))
-        if self.scheduler_factory is None:
+        make_optimizer, make_scheduler = self.optim.optimizer, self.optim.scheduler
+        weight_decay = getattr(make_optimizer, "keywords", {}).get("weight_decay", 0.0)
+        optimizer = make_optimizer(parameter_groups(self, weight_decay, self.optim.no_decay))
+        if make_scheduler is None:
             return optimizer
         if self.budget_progress is not None:  # a training budget: the schedule runs on its clock
-            scheduler = self.scheduler_factory(optimizer, total_steps=1, progress=self.budget_progress)
+            scheduler = make_scheduler(optimizer, total_steps=1, progress=self.budget_progress)
         else:
-            scheduler = self.scheduler_factory(optimizer, total_steps=int(self.trainer.estimated_stepping_batches))
+            scheduler = make_scheduler(optimizer, total_steps=int(self.trainer.estimated_stepping_batches))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:

@@ -56,14 +56,18 @@ def load_lightning(path: Path) -> Checkpoint:
 
 
 def lightning_checkpoint_path(path: str | Path) -> Path:
-    """A ``.ckpt`` file of ours, or a run directory's ``checkpoints/last.ckpt``."""
+    """A ``.ckpt`` file of ours, or a run directory's ``checkpoints/last.ckpt`` (its best checkpoint when a
+    finished run kept only that: callbacks.last_checkpoint.keep_after_finish=false)."""
     path = Path(path).expanduser()
     if path.is_dir():
         last = path / "checkpoints" / "last.ckpt"
-        if not last.is_file():
-            raise CheckpointError(f"{path} is neither a HuggingFace directory (config.json) nor a run "
-                                  f"directory (checkpoints/last.ckpt)")
-        return last
+        if last.is_file():
+            return last
+        best = sorted((path / "checkpoints").glob("best-*.ckpt")) if (path / "checkpoints").is_dir() else []
+        if best:
+            return best[-1]
+        raise CheckpointError(f"{path} is neither a HuggingFace directory (config.json) nor a run "
+                              f"directory (checkpoints/last.ckpt)")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     return path

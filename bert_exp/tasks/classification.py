@@ -9,8 +9,8 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassMatthewsCo
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
 from ..model import BertConfig, BertForSequenceClassification
-from .base import BertTask
-from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory
+from .base import BertTask, Vocabulary
+from .optim import OptimSettings
 
 
 def build_metrics(names: list[str], num_labels: int) -> MetricCollection:
@@ -43,17 +43,14 @@ class ClassificationModule(BertTask):
     def __init__(
         self,
         model_config: BertConfig,
-        optimizer: OptimizerFactory,
-        scheduler: SchedulerFactory | None = None,
-        no_decay: list[str] = list(DEFAULT_NO_DECAY),
-        vocab: list[str] | None = None,
-        lowercase: bool = True,
+        optim: OptimSettings,
+        vocabulary: Vocabulary | None = None,
         num_labels: int = 2,
         classifier_dropout: float | None = None,
         metrics: list[str] = ["acc"],
         val_sets: list[str] = ["dev"],
     ):
-        super().__init__(optimizer, scheduler, no_decay, vocab, lowercase)
+        super().__init__(optim, vocabulary)
         self.config = model_config
         self.num_labels = num_labels
         self.model = BertForSequenceClassification(model_config, num_labels, classifier_dropout)

@@ -13,12 +13,27 @@ Two shapes of the schedule after warm-up (``decay``):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 # BERT's exclusions, by parameter-name suffix (the original: ["LayerNorm", "layer_norm", "bias"])
 DEFAULT_NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+
+
+@dataclass
+class OptimSettings:
+    """The ``optim`` config group, built by Hydra and handed to the task whole: the optimizer factory
+    (parameter groups -> optimizer), the scheduler factory (None: a constant rate) and the parameter-name
+    suffixes exempt from weight decay."""
+
+    optimizer: OptimizerFactory
+    scheduler: SchedulerFactory | None = None
+    no_decay: list[str] = field(default_factory=lambda: list(DEFAULT_NO_DECAY))
+
+    def __post_init__(self):
+        self.no_decay = list(self.no_decay)  # a ListConfig from Hydra
 
 
 def parameter_groups(model: nn.Module, weight_decay: float, no_decay: Iterable[str] = DEFAULT_NO_DECAY) -> list[dict]:

@@ -19,8 +19,8 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from ..data.masking import IGNORE_INDEX
 from ..model import BertConfig, BertForPreTraining, ElectraForPreTraining
-from .base import BertTask
-from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory
+from .base import BertTask, Vocabulary
+from .optim import OptimSettings
 
 
 def mlm_nsp_losses(mlm_logits, nsp_logits, masked_lm_labels, next_sentence_label, nsp: bool = True):
@@ -76,11 +76,8 @@ class PretrainingModule(BertTask):
     def __init__(
         self,
         model_config: BertConfig,
-        optimizer: OptimizerFactory,
-        scheduler: SchedulerFactory | None = None,
-        no_decay: list[str] = list(DEFAULT_NO_DECAY),
-        vocab: list[str] | None = None,
-        lowercase: bool = True,
+        optim: OptimSettings,
+        vocabulary: Vocabulary | None = None,
         nsp: bool = True,
         objective: str = "mlm_nsp",
         generator_size: float = 0.25,
@@ -89,7 +86,7 @@ class PretrainingModule(BertTask):
         """``nsp=False`` with ``objective="mlm_nsp"`` is the older spelling of ``objective="mlm"``;
         ``generator_size`` (ELECTRA's generator hidden size as a fraction of the model's) and
         ``rtd_weight`` (the weight of replaced-token detection) apply to ``objective="electra"``."""
-        super().__init__(optimizer, scheduler, no_decay, vocab, lowercase)
+        super().__init__(optim, vocabulary)
         objectives = ("mlm_nsp", "mlm", "mlm_sop", "clm", "electra")
         if objective not in objectives:
             raise ValueError(f"task.module.objective={objective!r}: expected one of {', '.join(objectives)}")

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 from ..model import BertConfig, BertForQuestionAnswering
 from ..records import write_json
-from .base import BertTask
-from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory
+from .base import BertTask, Vocabulary
+from .optim import OptimSettings
 
 
 def gather_objects(items: list) -> list:
@@ -44,13 +44,10 @@ class QuestionAnsweringModule(BertTask):
     def __init__(
         self,
         model_config: BertConfig,
-        optimizer: OptimizerFactory,
-        scheduler: SchedulerFactory | None = None,
-        no_decay: list[str] = list(DEFAULT_NO_DECAY),
-        vocab: list[str] | None = None,
-        lowercase: bool = True,
+        optim: OptimSettings,
+        vocabulary: Vocabulary | None = None,
     ):
-        super().__init__(optimizer, scheduler, no_decay, vocab, lowercase)
+        super().__init__(optim, vocabulary)
         self.config = model_config
         self.model = BertForQuestionAnswering(model_config)
         self._outputs: list[tuple[int, np.ndarray, np.ndarray]] = []

@@ -11,8 +11,8 @@ from ..metrics.tagging import SCHEMES, entity_scores, word_accuracy
 from ..model import BertConfig, BertForTokenClassification
 from ..model.hf import Checkpoint
 from ..model.modeling import LAYER_CHOICES
-from .base import BertTask
-from .optim import DEFAULT_NO_DECAY, OptimizerFactory, SchedulerFactory
+from .base import BertTask, Vocabulary
+from .optim import OptimSettings
 
 log = logging.getLogger(__name__)
 METRICS = ("entity_f1", "accuracy")
@@ -33,11 +33,8 @@ class TokenClassificationModule(BertTask):
     def __init__(
         self,
         model_config: BertConfig,
-        optimizer: OptimizerFactory,
-        scheduler: SchedulerFactory | None = None,
-        no_decay: list[str] = list(DEFAULT_NO_DECAY),
-        vocab: list[str] | None = None,
-        lowercase: bool = True,
+        optim: OptimSettings,
+        vocabulary: Vocabulary | None = None,
         labels: list[str] | None = None,
         metric: str = "entity_f1",
         scheme: str = "conll",
@@ -46,7 +43,7 @@ class TokenClassificationModule(BertTask):
         layers: str = "last",
         val_sets: list[str] = ["dev"],
     ):
-        super().__init__(optimizer, scheduler, no_decay, vocab, lowercase)
+        super().__init__(optim, vocabulary)
         if not labels:
             raise ValueError("TokenClassificationModule needs the label names (the data module's labels)")
         if metric not in METRICS:

@@ -1,5 +1,7 @@
 """Puts bert_exp's sweeps/ on Hydra's search path: ``+sweeps=NAME`` selects ``sweeps/NAME.yaml``
-(from a checkout, or from the copy packaged in the wheel)."""
+(from a checkout, or from the copy packaged in the wheel). It also stores the settings nodes that the
+presets' defaults lists name (bert_exp/runner/settings_store.py): Hydra calls this before every
+composition, from the command line, tests and tools alike."""
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.search_path_plugin import SearchPathPlugin
@@ -8,6 +10,9 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 class BertExpSearchPathPlugin(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         from bert_exp.resources import resource_dir
+        from bert_exp.runner.settings_store import register_settings
+
+        register_settings()
 
         try:
             sweeps = resource_dir("sweeps")

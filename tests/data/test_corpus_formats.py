@@ -173,7 +173,8 @@ def test_datamodule_report_and_cache_key_of_compressed_inputs(tmp_path, caplog):
 
     def module(**kwargs):
         return PretrainingDataModule(files=[str(corpus)], tokenizer=TokenizerSpec(vocab_file=str(vocab)),
-                                     cache_dir=str(tmp_path / "cache"), doc_boundary="blank_line", **kwargs)
+                                     cache_dir=str(tmp_path / "cache"),
+                                     instances=InstanceSettings(doc_boundary="blank_line"), **kwargs)
 
     dm = module()
     assert [p.name for p in dm.files] == ["part0.txt.xz", "part1.txt.gz"]
@@ -241,7 +242,7 @@ def test_presets_compose_and_name_existing_files(name, folders, boundaries, data
 
     cfg = compose_config(["+experiment=pretrain_tiny", f"data={name}"], run_dir=tmp_path)
     validate_config(cfg)
-    assert cfg.data.max_seq_length == 128 and cfg.data.tokenizer.vocab_size == 8192  # the rest is corpus.yaml's
+    assert cfg.data.instances.max_seq_length == 128 and cfg.data.tokenizer.vocab_size == 8192  # the rest is corpus.yaml's
     dm = instantiate(cfg.data)
     files = dm.files
     assert {p.parent.name for p in files} == set(folders) and all(p.is_file() for p in files)

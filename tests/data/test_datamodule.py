@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from bert_exp.data import PretrainingDataModule, TokenizerSpec
+from bert_exp.data import InstanceSettings, LoaderSettings, MaskingSettings, PretrainingDataModule, TokenizerSpec
 from bert_exp.data.masking import IGNORE_INDEX
 
 
@@ -12,7 +12,7 @@ from bert_exp.data.masking import IGNORE_INDEX
 def inaugural_dm(data_dir, cache_dir):
     dm = PretrainingDataModule(
         files=[str(data_dir / "corpus" / "inaugural" / "*.txt")], tokenizer=TokenizerSpec(vocab_size=3000),
-        cache_dir=str(cache_dir), batch_size=16, val_fraction=0.1,
+        cache_dir=str(cache_dir), loader=LoaderSettings(batch_size=16), instances=InstanceSettings(val_fraction=0.1),
     )
     dm.prepare_data()
     dm.setup("fit")
@@ -44,17 +44,18 @@ def test_cache_is_reused_and_keyed_by_settings(inaugural_dm, data_dir, cache_dir
     directory = inaugural_dm.corpus_dir
     stamp = (directory / "tokens.npy").stat().st_mtime_ns
     again = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural")], tokenizer=TokenizerSpec(vocab_size=3000),
-                                  cache_dir=str(cache_dir), val_fraction=0.1)
+                                  cache_dir=str(cache_dir), instances=InstanceSettings(val_fraction=0.1))
     # a directory names the same files: its README is skipped as not corpus text
     assert again.files == inaugural_dm.files and again.corpus_dir == directory
     same = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
-                                 tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir), val_fraction=0.1)
+                                 tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
+                                 instances=InstanceSettings(val_fraction=0.1))
     assert same.corpus_dir == directory
     same.prepare_data()
     assert (directory / "tokens.npy").stat().st_mtime_ns == stamp  # not rebuilt
     other = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
                                   tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
-                                  val_fraction=0.1, max_seq_length=64)
+                                  instances=InstanceSettings(val_fraction=0.1, max_seq_length=64))
     assert other.corpus_dir != directory
 
 
@@ -70,7 +71,8 @@ def test_vocab_file_is_used_as_given(data_dir, cache_dir, tmp_path, inaugural_dm
     vocab = inaugural_dm.save_vocab(tmp_path)
     dm = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "1789-Washington.txt"),
                                       str(data_dir / "corpus" / "inaugural" / "1793-Washington.txt")],
-                               tokenizer=TokenizerSpec(vocab_file=str(vocab)), cache_dir=str(cache_dir), val_fraction=0)
+                               tokenizer=TokenizerSpec(vocab_file=str(vocab)), cache_dir=str(cache_dir),
+                               instances=InstanceSettings(val_fraction=0))
     assert dm.vocab_size == inaugural_dm.vocab_size
     assert dm.tokenizer.encode("the people").ids == inaugural_dm.tokenizer.encode("the people").ids
 
@@ -78,7 +80,8 @@ def test_vocab_file_is_used_as_given(data_dir, cache_dir, tmp_path, inaugural_dm
 def test_mlm_only_and_static_masking(data_dir, cache_dir):
     dm = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
                                tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
-                               nsp=False, masking="static", dupe_factor=2, batch_size=8)
+                               nsp=False, masking=MaskingSettings(mode="static"), instances=InstanceSettings(dupe_factor=2),
+                               loader=LoaderSettings(batch_size=8))
     dm.setup("fit")
     loader = dm.val_dataloader()
     first, second = next(iter(loader)), next(iter(loader))
@@ -126,10 +129,11 @@ def test_cache_build_memory_does_not_grow_with_the_corpus(data_dir, tmp_path):
 
 
 def test_whole_word_masking_on_the_real_vocabulary(data_dir, cache_dir):
-    """data.whole_word: the collator gets the vocabulary's ## pieces, and masks them with their word."""
+    """data.masking.whole_word: the collator gets the vocabulary's ## pieces, and masks them with their word."""
     dm = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
                                tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
-                               batch_size=16, val_fraction=0.1, whole_word=True, count_special_tokens=True)
+                               loader=LoaderSettings(batch_size=16), instances=InstanceSettings(val_fraction=0.1),
+                               masking=MaskingSettings(whole_word=True, count_special_tokens=True))
     dm.setup("fit")
     vocab = dm.tokenizer.get_vocab()
     table = dm.collator.continuation

@@ -2,7 +2,7 @@ import pytest
 import torch
 import transformers
 
-from bert_exp.data import GlueDataModule
+from bert_exp.data import GlueDataModule, LoaderSettings
 from bert_exp.data.glue import DataFileError, read_tsv
 from bert_exp.data.tokenizer import load_vocab_file
 from bert_exp.resources import minilm_dir
@@ -50,7 +50,8 @@ def test_pairs_and_regression(tmp_path):
     train = write(tmp_path, "train.tsv", "id\ts1\ts2\tscore\n1\tA man walks.\tA person walks.\t4.5\n"
                                          "2\tA dog.\tA cat sat down.\t1.25\n")
     dm = GlueDataModule(str(train), {"dev": str(train)}, text_columns=[1, 2], label_column=3, num_labels=1,
-                        header=True, vocab_file=str(minilm_dir() / "vocab.txt"), batch_size=2)
+                        header=True, vocab_file=str(minilm_dir() / "vocab.txt"),
+                        loader=LoaderSettings(batch_size=2))
     dm.setup()
     batch = next(iter(dm.train_dataloader()))
     assert batch["labels"].dtype == torch.float32 and sorted(batch["labels"].tolist()) == [1.25, 4.5]

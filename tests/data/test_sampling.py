@@ -4,6 +4,7 @@ mid-epoch; evaluation shards that see every example once."""
 import pytest
 import torch
 
+from bert_exp.data import LoaderSettings
 from bert_exp.data.glue import read_tsv
 from bert_exp.data.sampling import EvaluationSampler, TrainingSampler
 
@@ -34,8 +35,8 @@ def test_glue_datamodule_groups_by_length_when_asked(data_dir):
 
     cola = data_dir / "cola" / "raw"
     dm = GlueDataModule(str(cola / "in_domain_train.tsv"), {"dev": str(cola / "in_domain_dev.tsv")}, text_columns=[3],
-                        label_column=1, num_columns=4, vocab_file=str(minilm_dir() / "vocab.txt"), batch_size=32,
-                        group_by_length=True, seed=3)
+                        label_column=1, num_columns=4, vocab_file=str(minilm_dir() / "vocab.txt"),
+                        loader=LoaderSettings(batch_size=32, group_by_length=True), seed=3)
     dm.setup()
     loader = dm.train_dataloader()
     assert isinstance(loader.sampler, TrainingSampler) and loader.sampler.group_by_length

@@ -81,5 +81,5 @@ def test_wikitext_configs_split_one_document_per_article(name, data_dir):
     cfg = compose_config([f"data={name}"])
     assert cfg.data.files[0].endswith(f"corpus/{name.replace('wikitext', 'wikitext-')}-raw/wiki.train.raw")
     text = (data_dir / "corpus/wikitext-2-tokenized/valid.txt").read_text(encoding="utf-8")
-    documents = split_documents(text, cfg.data.doc_boundary, cfg.data.document_regex)
+    documents = split_documents(text, cfg.data.instances.doc_boundary, cfg.data.instances.document_regex)
     assert len(documents) == 60 and documents[0].strip().startswith("= Homarus gammarus =")

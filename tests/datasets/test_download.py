@@ -227,14 +227,19 @@ files:
 
 
 def test_offline_datamodule_names_the_command(tmp_path):
-    """Without downloads, prepare_data stops before any work, naming the file, where it is expected and
-    the command that fetches it (the packaged catalog: nothing is downloaded)."""
+    """Without downloads, the runner stops before any work, naming the file, where it is expected and
+    the command that fetches it (the packaged catalog: nothing is downloaded); a DataModule alone only
+    checks that its inputs are there."""
+    from bert_exp.runner.run import fetch_inputs
+
     root = tmp_path / "nodata"
     dm = GlueDataModule(train_file=str(root / "cola/raw/in_domain_train.tsv"),
                         val_files={"dev": str(root / "cola/raw/in_domain_dev.tsv")},
                         text_columns=[3], label_column=1, num_columns=4, vocab_file=None, download=False)
-    with pytest.raises(DataMissingError) as info:
+    with pytest.raises(DataMissingError, match="missing input: .*in_domain_train.tsv"):
         dm.prepare_data()
+    with pytest.raises(DataMissingError) as info:
+        fetch_inputs(dm)
     message = str(info.value)
     assert f"missing input: {root}/cola/raw/in_domain_train.tsv" in message
     assert f"python -m bert_exp.data download cola --data-dir {root.resolve()}" in message
@@ -243,7 +248,7 @@ def test_offline_datamodule_names_the_command(tmp_path):
     dm = GlueDataModule(train_file=str(tmp_path / "elsewhere.tsv"), val_files={}, text_columns=[0], label_column=1,
                         download=True)
     with pytest.raises(DataMissingError, match="no data set in the catalog provides it"):
-        dm.prepare_data()
+        fetch_inputs(dm)
 
 
 @pytest.mark.data
@@ -293,3 +298,22 @@ def test_packaged_catalog_covers_the_data_configs():
     for source in catalog.values():
         for download in source.downloads:
             assert download.sha256 or all(source.files[r] for r in source.files if download.provides(r))
+
+
+def test_download_into_a_directory_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    from bert_exp.datasets.__main__ import main as data_main
+
+    a_file = tmp_path / "not-a-dir"
+    a_file.write_text("x")
+    assert data_main(["--data-dir", str(a_file), "download", "cola"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot write to the data directory {a_file}") and err.count("\n") == 1
+
+    import tempfile
+
+    def read_only(*args, **kwargs):  # tests run as root, which ignores permission bits
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", read_only)
+    assert data_main(["--data-dir", str(tmp_path / "ro"), "download", "cola"]) == 2
+    assert "Permission denied" in capsys.readouterr().err

@@ -162,4 +162,4 @@ def test_pipeline_base_composes_every_stage_for_a_multi_gpu_machine(tmp_path, mo
     assert f"task.init_from={tmp_path / 'phase1'}" in stages["phase2"]
     assert all(f"task.init_from={tmp_path / 'phase2'}" in stages[s] for s in ("cola", "squad"))
     assert all("experiment_name=pipeline_base" in o and "hardware=ddp" in o for o in stages.values())
-    assert (phase2.data.max_seq_length, phase2.trainer.devices, phase2.trainer.precision) == (512, -1, "auto")
+    assert (phase2.data.instances.max_seq_length, phase2.trainer.devices, phase2.trainer.precision) == (512, -1, "auto")

@@ -67,3 +67,24 @@ class CrashAt(L.Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.global_step == self.step:
             raise RuntimeError(f"injected crash at step {self.step}")
+
+
+class DiskFullAt(L.Callback):
+    """From optimizer step ``step`` on, every checkpoint write runs out of space part-way (a simulated
+    ENOSPC: where a small tmpfs cannot be mounted, this is the full disk)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step < self.step:
+            return
+        import errno
+
+        from bert_exp.runner import checkpoint_io
+
+        def full(obj, f, *args, **kwargs):
+            f.write(b"\0" * 4096)  # some bytes land, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        checkpoint_io.torch.save = full

@@ -31,11 +31,7 @@ BASE = [
     "trainer.log_every_n_steps=1", "callbacks.last_checkpoint.every_n_train_steps=4", "logger=csv",
     "optim.scheduler.warmup_steps=5",
 ]
-NOT_YET = [  # other people's cases, to be added here
-    ("two runs into one directory", "the second refused, the first intact"),
-    ("full disk while saving", "failed, the previous last.ckpt whole"),
-    ("non-text corpus file", "exit 2 naming the file"),
-]
+NOT_YET: list[tuple[str, str]] = []  # cases still to be written: (name, expected)
 
 
 def environment() -> dict:
@@ -45,7 +41,9 @@ def environment() -> dict:
 
 def start(run_dir: Path, *extra: str, group: bool = False) -> subprocess.Popen:
     log = open(run_dir.with_suffix(".log"), "w")  # noqa: SIM115  (closed with the process)
-    return subprocess.Popen([sys.executable, "-m", "bert_exp", *BASE, *extra, f"hydra.run.dir={run_dir}"],
+    keys = {a.lstrip("+").split("=", 1)[0] for a in extra}
+    base = [a for a in BASE if a.lstrip("+").split("=", 1)[0] not in keys]  # an extra value replaces the base's
+    return subprocess.Popen([sys.executable, "-m", "bert_exp", *base, *extra, f"hydra.run.dir={run_dir}"],
                             cwd=REPO, env=environment(), stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=group)
 
@@ -154,7 +152,7 @@ def _resume(root: Path, name: str, source: Path):
 
 def case_sigterm_group(root: Path):
     run_dir = root / "sigterm_group"
-    proc = start(run_dir, "data.num_workers=1", group=True)
+    proc = start(run_dir, "data.loader.num_workers=1", group=True)
     wait_for_step(proc, run_dir, 3)
     os.killpg(proc.pid, signal.SIGTERM)  # the run, its DataLoader worker, everything in the group
     code = finish(proc)
@@ -164,6 +162,53 @@ def case_sigterm_group(root: Path):
     ok = code == 128 + signal.SIGTERM and info["status"] == "interrupted" and ckpt["global_step"] == info["global_step"]
     ok = ok and code2 == 0 and run_json(resumed)["status"] == "finished"
     return f"{stopped}; resumed: exit {code2}", ok, {**losses(run_dir), **losses(resumed)}
+
+
+def run_once(run_dir: Path, *args: str, base: list[str] = BASE) -> subprocess.CompletedProcess:
+    """A run that is expected to stop early, its output captured (not in run_dir's log file)."""
+    return subprocess.run([sys.executable, "-m", "bert_exp", *base, *args, f"hydra.run.dir={run_dir}"], cwd=REPO,
+                          env=environment(), capture_output=True, text=True, timeout=400)
+
+
+def case_two_runs(root: Path):
+    run_dir = root / "two_runs"
+    first = start(run_dir, "trainer.max_steps=100000")  # long enough to be alive when the second comes
+    wait_for_step(first, run_dir, 2)
+    second = run_once(run_dir, "seed=7")
+    first.send_signal(signal.SIGTERM)
+    code = finish(first)
+    info = run_json(run_dir)
+    overrides = (run_dir / ".hydra" / "overrides.yaml").read_text()
+    refused = second.returncode == 2 and f"pid {first.pid}" in second.stderr
+    intact = (code == 128 + signal.SIGTERM and info["status"] == "interrupted"
+              and "seed=7" not in overrides + json.dumps(info["overrides"]))
+    return (f"second: exit {second.returncode}, names the first's pid={f'pid {first.pid}' in second.stderr}; "
+            f"first: exit {code}, {info['status']}, its files untouched={intact}"), refused and intact
+
+
+def case_disk_full(root: Path):
+    run_dir = root / "disk_full"
+    code = finish(start(run_dir, "+callbacks.fault={_target_:inject.DiskFullAt,step:5}"))
+    info, ckpt = run_json(run_dir), checkpoint(run_dir)
+    partial = [p.name for p in run_dir.rglob("*.partial")]
+    error = (info.get("error") or {}).get("message", "")
+    ok = (code == 2 and info["status"] == "failed" and "no space left" in error and ckpt["global_step"] == 4
+          and not partial and "Traceback" not in output(run_dir).split("error:")[-1])
+    return f"exit {code}, {info['status']}, last.ckpt step {ckpt['global_step']} intact, partial files {partial}", ok
+
+
+def case_not_text(root: Path):
+    corpus = root / "not_text_corpus"
+    corpus.mkdir(exist_ok=True)
+    source = Path(os.environ["BERT_EXP_DATA"], "corpus", "inaugural")
+    for name in sorted(p.name for p in source.glob("19[0-4]*.txt"))[:3]:
+        (corpus / name).write_bytes((source / name).read_bytes())
+    (corpus / "scan.txt").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(4096))  # an image under a text name
+    base = [a if not a.startswith("data.files=") else f"data.files=['{corpus}']" for a in BASE]
+    done = run_once(root / "not_text", base=base)
+    named = "scan.txt" in done.stderr
+    ok = done.returncode == 2 and named and "Traceback" not in done.stderr
+    return f"exit {done.returncode}, names the file={named}, one line={'Traceback' not in done.stderr}", ok
 
 
 def case_sigkill(root: Path):
@@ -185,6 +230,11 @@ CASES = {  # name: (expected, function, in the fast form)
     "ctrl-c twice": ("exit 130, interrupted at once, the earlier last.ckpt intact", case_sigint_twice, False),
     "sigterm to the group, 1 worker": ("exit 143, interrupted, last.ckpt whole; resume finishes", case_sigterm_group, True),
     "sigkill, resume": ("last.ckpt of step 4; resume finishes", case_sigkill, True),
+    "two runs into one directory": ("the second refused naming the first's pid; the first's files intact",
+                                    case_two_runs, True),
+    "disk full while saving": ("exit 2, failed (no space left), last.ckpt step 4 intact, no partial file",
+                               case_disk_full, True),
+    "non-text corpus file": ("exit 2, one line naming the file", case_not_text, True),
 }
 
 

@@ -5,6 +5,7 @@ import torch
 
 from bert_exp.model import BertConfig, BertForPreTraining, BertForSequenceClassification, BertModel
 from bert_exp.model.hf import Checkpoint, CheckpointError, hf_config_dict, save_hf_directory
+from bert_exp.tasks import OptimSettings
 
 
 def tiny(**kw) -> BertConfig:
@@ -126,7 +127,7 @@ def test_a_task_started_from_a_causal_checkpoint_keeps_the_mask():
 
     source = tiny(causal=True)
     ckpt = Checkpoint(source, BertForPreTraining(source).state_dict(), head="pretraining", source="clm-run")
-    module = ClassificationModule(model_config=tiny(), optimizer=torch.optim.AdamW, num_labels=2)
+    module = ClassificationModule(model_config=tiny(), optim=OptimSettings(torch.optim.AdamW), num_labels=2)
     module.initialise_from(ckpt)
     assert module.config.causal and module.model.bert.pooler.causal
     ids = torch.randint(5, 100, (1, 8))

@@ -16,6 +16,7 @@ from bert_exp.model.hf import Checkpoint, CheckpointError, save_hf_directory
 from bert_exp.tasks.checkpoints import load_checkpoint
 from bert_exp.resources import minilm_dir
 from bert_exp.tasks import ClassificationModule, PretrainingModule, QuestionAnsweringModule
+from bert_exp.tasks import OptimSettings, Vocabulary
 
 MINILM = minilm_dir()
 SENTENCES = ["The quick brown fox jumps over the lazy dog.", "Caf\u00e9s don't open early.",
@@ -52,7 +53,7 @@ def test_minilm_encoder_equals_transformers():
 
 def module_from_minilm(cls, **kw):
     ckpt = load_checkpoint(MINILM)
-    module = cls(ckpt.config, optimizer=partial(torch.optim.AdamW, lr=1e-5), vocab=ckpt.vocab, **kw)
+    module = cls(ckpt.config, optim=OptimSettings(partial(torch.optim.AdamW, lr=1e-5)), vocabulary=Vocabulary(ckpt.vocab), **kw)
     module.initialise_from(ckpt)
     torch.manual_seed(0)
     for name, param in module.model.named_parameters():  # the fresh head: make it non-trivial
@@ -130,12 +131,12 @@ def test_mismatches_are_clear_errors(tmp_path):
     ckpt = load_checkpoint(MINILM)
     small = ckpt.config.__class__(**{**ckpt.config.to_dict(), "hidden_size": 128, "num_attention_heads": 2,
                                       "intermediate_size": 512})
-    module = ClassificationModule(small, optimizer=partial(torch.optim.AdamW))
+    module = ClassificationModule(small, optim=OptimSettings(partial(torch.optim.AdamW)))
     with pytest.raises(CheckpointError, match=r"model.hidden_size=128 but the checkpoint has 384"):
         module.initialise_from(ckpt)
     other_vocab = ckpt.config.__class__(**{**ckpt.config.to_dict(), "vocab_size": 8192})
     with pytest.raises(CheckpointError, match=r"model.vocab_size=8192"):
-        ClassificationModule(other_vocab, optimizer=partial(torch.optim.AdamW)).initialise_from(ckpt)
+        ClassificationModule(other_vocab, optim=OptimSettings(partial(torch.optim.AdamW))).initialise_from(ckpt)
     with pytest.raises(CheckpointError, match="does not exist"):
         load_checkpoint(tmp_path / "nothing")
     (tmp_path / "empty").mkdir()

@@ -60,12 +60,12 @@ def test_paper_phase1_and_phase2_settings(tmp_path):
     for model in ("base", "large"):
         cfg = compose_config([f"+experiment=pretrain_{model}"])
         assert cfg.model.hidden_size == SIZES[model][1]
-        assert (cfg.data.max_seq_length, cfg.data.max_predictions_per_seq, cfg.global_batch_size) == (128, 20, 256)
+        assert (cfg.data.instances.max_seq_length, cfg.data.masking.max_predictions_per_seq, cfg.global_batch_size) == (128, 20, 256)
         opt = cfg.optim.optimizer
         assert (opt.lr, list(opt.betas), opt.weight_decay) == (1e-4, [0.9, 0.999], 0.01)
         assert cfg.optim.scheduler.warmup_steps == 10_000 and cfg.trainer.max_steps == 900_000
         phase2 = compose_config([f"+experiment=pretrain_{model}_phase2", f"task.init_from={tmp_path}"])
-        assert (phase2.data.max_seq_length, phase2.data.max_predictions_per_seq) == (512, 80)
+        assert (phase2.data.instances.max_seq_length, phase2.data.masking.max_predictions_per_seq) == (512, 80)
         assert phase2.trainer.max_steps == 100_000 and phase2.task.init_from == str(tmp_path)
         with pytest.raises(ConfigError, match="task.init_from: required value is missing"):
             validate_config(compose_config([f"+experiment=pretrain_{model}_phase2"]))
@@ -74,7 +74,7 @@ def test_paper_phase1_and_phase2_settings(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("+model.hiden_size=3", r"model.hiden_size: unknown key .*did you mean model.hidden_size"),
     ("model.hidden_size=abc", r"model.hidden_size='abc': wrong type"),
-    ("data.max_seq_length=1.5", r"data.max_seq_length=1.5: wrong type"),
+    ("data.instances.max_seq_length=1.5", r"data.instances.max_seq_length=1.5: wrong type"),
     ("+trainer.max_stepz=3", r"trainer.max_stepz: unknown key .*did you mean trainer.max_steps"),
     ("+data.tokenizer.vocab_sise=3", r"data.tokenizer.vocab_sise: unknown key"),
     ("optim.optimizer.lr=fast", r"optim.optimizer.lr='fast': wrong type"),
@@ -122,10 +122,10 @@ def test_help_lists_groups_and_presets_with_descriptions():
 
 
 def test_sequence_longer_than_the_position_embeddings_is_refused_before_work(tmp_path):
-    with pytest.raises(ConfigError, match=r"data.max_seq_length=1024 .*model.max_position_embeddings=512"):
-        validate_config(compose_config(["+experiment=pretrain_tiny", "data.max_seq_length=1024"]))
-    result = run_cli(["+experiment=pretrain_tiny", "data.max_seq_length=1024", f"hydra.run.dir={tmp_path / 'run'}"])
+    with pytest.raises(ConfigError, match=r"data.instances.max_seq_length=1024 .*model.max_position_embeddings=512"):
+        validate_config(compose_config(["+experiment=pretrain_tiny", "data.instances.max_seq_length=1024"]))
+    result = run_cli(["+experiment=pretrain_tiny", "data.instances.max_seq_length=1024", f"hydra.run.dir={tmp_path / 'run'}"])
     assert result.returncode == 2
-    assert "data.max_seq_length=1024" in result.stderr and "model.max_position_embeddings=512" in result.stderr
+    assert "data.instances.max_seq_length=1024" in result.stderr and "model.max_position_embeddings=512" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run" / "run.json").exists() and not (tmp_path / "run" / "checkpoints").exists()

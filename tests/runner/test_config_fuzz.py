@@ -59,7 +59,7 @@ def test_a_bad_value_is_accepted_or_named(preset, tmp_path):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("override", ["model.hidden_size=0", "model.num_hidden_layers=-1", "data.max_seq_length=0",
+@pytest.mark.parametrize("override", ["model.hidden_size=0", "model.num_hidden_layers=-1", "data.instances.max_seq_length=0",
                                       "optim.scheduler.warmup_steps=-5", "+model.hidden_dropout_prob=1.5",
                                       "global_batch_size=abc"])
 def test_nonsensical_numbers_are_refused_naming_the_key(override, tmp_path):

@@ -42,7 +42,8 @@ def test_batch_and_accumulation_are_derived_from_the_global_batch():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["hardware=tpu", "data.pad_to_max_length=false"], "hardware=tpu needs static shapes: set data.pad_to_max_length"),
+    (["hardware=tpu", "data.loader.pad_to_max_length=false"],
+     "hardware=tpu needs static shapes: set data.loader.pad_to_max_length"),
     (["hardware=tpu", "precision=bf16-mixed"], "XLA takes 32-true, bf16-true or 16-true"),
     (["precision=16-mixed"], "precision=16-mixed needs a GPU"),
     (["precision=fp8"], "precision='fp8': expected one of"),

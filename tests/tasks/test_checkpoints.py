@@ -13,6 +13,7 @@ from bert_exp.model.hf import CheckpointError
 from bert_exp.tasks import ClassificationModule
 from bert_exp.tasks.checkpoints import load_checkpoint
 from bert_exp.tools.export import main as export_main
+from bert_exp.tasks import OptimSettings, Vocabulary
 
 TINY = BertConfig(vocab_size=64, num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64)
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(59)]
@@ -31,7 +32,7 @@ def save_like_lightning(module, path):
 
 def test_renamed_task_class_keeps_its_head_for_export_and_init_from(tmp_path):
     torch.manual_seed(0)
-    module = SentenceLabeller(TINY, optimizer=partial(torch.optim.AdamW), num_labels=3, vocab=VOCAB)
+    module = SentenceLabeller(TINY, optim=OptimSettings(partial(torch.optim.AdamW)), num_labels=3, vocabulary=Vocabulary(VOCAB))
     path = save_like_lightning(module, tmp_path / "renamed.ckpt")
     assert torch.load(path, weights_only=True)["head"] == "classification"
 
@@ -44,7 +45,7 @@ def test_renamed_task_class_keeps_its_head_for_export_and_init_from(tmp_path):
     theirs, info = transformers.BertForSequenceClassification.from_pretrained(tmp_path / "hf", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
 
-    fresh = ClassificationModule(TINY, optimizer=partial(torch.optim.AdamW), num_labels=3, vocab=VOCAB)
+    fresh = ClassificationModule(TINY, optim=OptimSettings(partial(torch.optim.AdamW)), num_labels=3, vocabulary=Vocabulary(VOCAB))
     fresh.initialise_from(ckpt)
     assert fresh.fresh_parameters == []  # the classifier came from the checkpoint too
     torch.testing.assert_close(fresh.model.classifier.weight, module.model.classifier.weight)
@@ -54,7 +55,7 @@ def test_renamed_task_class_keeps_its_head_for_export_and_init_from(tmp_path):
 def test_unreadable_checkpoint_is_one_error_naming_the_file(tmp_path, content):
     path = tmp_path / "bad.ckpt"
     if content == "truncated":
-        module = ClassificationModule(TINY, optimizer=partial(torch.optim.AdamW), vocab=VOCAB)
+        module = ClassificationModule(TINY, optim=OptimSettings(partial(torch.optim.AdamW)), vocabulary=Vocabulary(VOCAB))
         whole = save_like_lightning(module, tmp_path / "whole.ckpt").read_bytes()
         content = whole[: len(whole) // 2]
     path.write_bytes(content)

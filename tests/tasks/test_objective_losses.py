@@ -12,6 +12,7 @@ from bert_exp.model import BertConfig
 from bert_exp.model.hf import Checkpoint, save_hf_directory
 from bert_exp.tasks import ClassificationModule, PretrainingModule
 from bert_exp.tasks.pretraining import causal_lm_loss, original_ids, replace_tokens, rtd_loss
+from bert_exp.tasks import OptimSettings
 from helpers import synthetic_samples
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=500)
@@ -24,7 +25,7 @@ def config(**kw) -> BertConfig:
 
 def module(objective, **kw):
     model_config = kw.pop("model_config", config(causal=objective == "clm"))
-    return PretrainingModule(model_config, optimizer=partial(torch.optim.AdamW, lr=1e-3), objective=objective, **kw)
+    return PretrainingModule(model_config, optim=OptimSettings(partial(torch.optim.AdamW, lr=1e-3)), objective=objective, **kw)
 
 
 def samples(n=6, seed=0):
@@ -119,7 +120,7 @@ def test_electra_generator_shares_embeddings_and_the_loss_is_mlm_plus_weighted_r
     # the discriminator is a plain BERT encoder: fine-tuning starts from it, export writes it
     assert m.head is None
     ckpt = Checkpoint(m.config, m.model.state_dict(), head=m.head, source="electra")
-    task = ClassificationModule(model_config=config(), optimizer=torch.optim.AdamW, num_labels=2)
+    task = ClassificationModule(model_config=config(), optim=OptimSettings(torch.optim.AdamW), num_labels=2)
     task.initialise_from(ckpt)
     torch.testing.assert_close(task.model.bert.encoder.layer[1].output.dense.weight,
                                m.model.bert.encoder.layer[1].output.dense.weight)

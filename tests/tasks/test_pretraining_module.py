@@ -7,6 +7,7 @@ import transformers
 from bert_exp.data.masking import IGNORE_INDEX, PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
 from bert_exp.tasks import PretrainingModule, linear_warmup_decay, parameter_groups
+from bert_exp.tasks import OptimSettings
 from helpers import synthetic_samples
 
 CONFIG = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -14,7 +15,7 @@ CONFIG = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_a
 
 
 def make_module(**kw):
-    return PretrainingModule(CONFIG, optimizer=partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.01), **kw)
+    return PretrainingModule(CONFIG, optim=OptimSettings(partial(torch.optim.AdamW, lr=1e-3, weight_decay=0.01)), **kw)
 
 
 def test_loss_equals_transformers_dense_loss():
@@ -133,7 +134,7 @@ def test_fused_adamw_clips_the_gradient_norm_under_lightning(precision):
     our hook clips directly, and the norm the optimizer sees is at most the configured 1.0."""
     import lightning as L
 
-    module = PretrainingModule(CONFIG, optimizer=partial(torch.optim.AdamW, lr=1e-3, fused=True))
+    module = PretrainingModule(CONFIG, optim=OptimSettings(partial(torch.optim.AdamW, lr=1e-3, fused=True)))
     norms = []
 
     class Record(L.Callback):

@@ -7,12 +7,14 @@ from functools import partial
 import pytest
 import torch
 
+from bert_exp.data import LoaderSettings
 from bert_exp.data.tagging import TaggingDataModule, read_conll
 from bert_exp.metrics.tagging import entities, entity_scores, word_accuracy
 from bert_exp.model import BertConfig, BertForTokenClassification
 from bert_exp.model.hf import Checkpoint, load_hf_directory, save_hf_directory
 from bert_exp.tasks import TokenClassificationModule
 from bert_exp.tasks.checkpoints import load_checkpoint
+from bert_exp.tasks import OptimSettings, Vocabulary
 
 TINY = dict(hidden_size=32, num_hidden_layers=4, num_attention_heads=2, intermediate_size=64,
             max_position_embeddings=64)
@@ -21,7 +23,7 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "run
 
 def module(labels, **options):
     config = BertConfig(vocab_size=len(VOCAB), **TINY)
-    return TokenClassificationModule(config, partial(torch.optim.AdamW, lr=1e-3), labels=labels, **options)
+    return TokenClassificationModule(config, OptimSettings(partial(torch.optim.AdamW, lr=1e-3)), labels=labels, **options)
 
 
 def test_entity_f1_hand_computed():
@@ -80,7 +82,8 @@ def test_predictions_map_back_to_words_through_windows(tmp_path):
     tags = ["O", "B-X", "I-X", "B-Y", "I-Y", "O"] * 5
     path = tmp_path / "d.conll"
     path.write_text("".join(f"{w}\t{t}\n" for w, t in zip(words, tags)) + "\nthe\tO\ncats\tB-X\n")
-    dm = TaggingDataModule(str(path), {"dev": str(path)}, max_seq_length=8, window_context=1, eval_batch_size=3)
+    dm = TaggingDataModule(str(path), {"dev": str(path)}, max_seq_length=8, window_context=1,
+                           loader=LoaderSettings(eval_batch_size=3))
     dm.use_vocabulary(VOCAB)
     dm.setup()
     task = module(dm.labels)
@@ -129,7 +132,7 @@ def minilm_tagger(tmp_path_factory):
 
     init = load_checkpoint(minilm_dir())
     labels = ["O", "B-person", "I-person", "B-location", "I-location"]
-    task = TokenClassificationModule(init.config, partial(torch.optim.AdamW), vocab=init.vocab, labels=labels)
+    task = TokenClassificationModule(init.config, OptimSettings(partial(torch.optim.AdamW)), vocabulary=Vocabulary(init.vocab), labels=labels)
     task.initialise_from(init)
     torch.manual_seed(0)
     torch.nn.init.normal_(task.model.classifier.weight, std=0.5)
@@ -157,12 +160,12 @@ def test_export_loads_in_transformers_with_equal_logits(minilm_tagger):
 def test_init_from_a_token_classification_checkpoint(minilm_tagger):
     task, out, labels = minilm_tagger
     ckpt = load_checkpoint(out)
-    same = TokenClassificationModule(ckpt.config, partial(torch.optim.AdamW), labels=labels)
+    same = TokenClassificationModule(ckpt.config, OptimSettings(partial(torch.optim.AdamW)), labels=labels)
     same.initialise_from(ckpt)
     assert same.fresh_parameters == []
     torch.testing.assert_close(same.model.classifier.weight, task.model.classifier.weight)
     other = ["O", "B-location", "I-location", "B-group", "I-group", "B-person"]
-    moved = TokenClassificationModule(ckpt.config, partial(torch.optim.AdamW), labels=other)
+    moved = TokenClassificationModule(ckpt.config, OptimSettings(partial(torch.optim.AdamW)), labels=other)
     moved.initialise_from(ckpt)
     assert moved.model.classifier.weight.shape[0] == 6
     for label in ("O", "B-location", "I-location", "B-person"):

@@ -13,6 +13,7 @@ from helpers import is_png
 from bert_exp.model import BertConfig
 from bert_exp.tasks import ClassificationModule
 from bert_exp.tools.attention import attention_statistics, main
+from bert_exp.tasks import OptimSettings, Vocabulary
 
 TOKENS = ["[CLS]", "a", "b", "c", "[SEP]"]
 
@@ -59,7 +60,7 @@ def test_command_writes_heatmaps_and_json(tmp_path, capsys):
     config = BertConfig(vocab_size=len(vocab), num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
                         intermediate_size=64, max_position_embeddings=32)
     torch.manual_seed(0)
-    module = ClassificationModule(config, optimizer=partial(torch.optim.AdamW), vocab=vocab)
+    module = ClassificationModule(config, optim=OptimSettings(partial(torch.optim.AdamW)), vocabulary=Vocabulary(vocab))
     checkpoint = {"state_dict": {f"model.{k}": v for k, v in module.model.state_dict().items()}}
     module.on_save_checkpoint(checkpoint)
     torch.save(checkpoint, tmp_path / "tiny.ckpt")

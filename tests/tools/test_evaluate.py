@@ -53,6 +53,11 @@ def test_suite_runs_a_checkpoint_and_scratch_in_its_shape(data_dir, tmp_path, mo
              for label in ("tiny", "scratch-hf")}
     for info in infos.values():
         assert info["status"] == "finished" and info["global_step"] == 4 and info["config"]["seed"] == 42
+    # the suite keeps the best checkpoint only (keep_after_finish=false), and a run directory still resolves
+    job = out / "tiny" / "cola" / "seed42"
+    assert not (job / "checkpoints" / "last.ckpt").exists() and list((job / "checkpoints").glob("best-*.ckpt"))
+    from bert_exp.tasks.checkpoints import load_checkpoint
+    assert load_checkpoint(job).head == "classification"
     # scratch has the checkpoint's shape exactly
     assert infos["tiny"]["num_parameters"] == infos["scratch-hf"]["num_parameters"] < 2_000_000
     assert json.loads((out / "tiny" / "cola" / "seed42" / "run.json").read_text())["initialised_from"] == str(hf)

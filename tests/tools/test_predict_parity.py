@@ -17,6 +17,7 @@ from bert_exp.tasks import (
     TokenClassificationModule,
 )
 from bert_exp.tasks.checkpoints import load_checkpoint
+from bert_exp.tasks import OptimSettings, Vocabulary
 
 pytestmark = pytest.mark.data
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
@@ -24,7 +25,7 @@ TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 def exported(cls, out, **kw):
     ckpt = load_checkpoint(minilm_dir())
-    module = cls(ckpt.config, optimizer=partial(torch.optim.AdamW), vocab=ckpt.vocab, **kw)
+    module = cls(ckpt.config, optim=OptimSettings(partial(torch.optim.AdamW)), vocabulary=Vocabulary(ckpt.vocab), **kw)
     module.initialise_from(ckpt)
     torch.manual_seed(0)
     for name, param in module.model.named_parameters():  # the fresh head: make it non-trivial

@@ -17,6 +17,7 @@ from bert_exp.tasks import (
 )
 from bert_exp.tools.export import main as export_main
 from bert_exp.tools.predict import main as predict_main
+from bert_exp.tasks import OptimSettings, Vocabulary
 
 WORDS = ["the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "table", "and", "is", "big", "small",
          "john", "lives", "in", "new", "york", ".", ",", "##s", "##ed"]
@@ -38,11 +39,11 @@ def checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("predict")
     torch.manual_seed(0)
     opt = partial(torch.optim.AdamW)
-    pre = PretrainingModule(TINY, optimizer=opt, vocab=VOCAB)
+    pre = PretrainingModule(TINY, optim=OptimSettings(opt), vocabulary=Vocabulary(VOCAB))
     with torch.no_grad():  # a random model is nearly uniform over the vocabulary: make its choices clear
         pre.model.cls.predictions.bias.normal_(0, 2)
-    cls = ClassificationModule(TINY, optimizer=opt, vocab=VOCAB, num_labels=3)
-    tag = TokenClassificationModule(TINY, optimizer=opt, vocab=VOCAB, labels=["O", "B-LOC", "I-LOC", "B-PER", "I-PER"])
+    cls = ClassificationModule(TINY, optim=OptimSettings(opt), vocabulary=Vocabulary(VOCAB), num_labels=3)
+    tag = TokenClassificationModule(TINY, optim=OptimSettings(opt), vocabulary=Vocabulary(VOCAB), labels=["O", "B-LOC", "I-LOC", "B-PER", "I-PER"])
     with torch.no_grad():
         tag.model.classifier.weight.normal_(0, 2)
     return {"pretraining": save_ckpt(pre, root / "pre_run" / "checkpoints" / "last.ckpt").parent.parent,
@@ -147,7 +148,7 @@ def test_truncation_is_a_warning_that_says_what_was_cut(checkpoints, capsys):
 def test_a_tagger_on_other_layers_predicts_as_its_module(tmp_path, layers):
     torch.manual_seed(0)
     config = BertConfig(**{**TINY.to_dict(), "num_hidden_layers": 4})
-    module = TokenClassificationModule(config, optimizer=partial(torch.optim.AdamW), vocab=VOCAB,
+    module = TokenClassificationModule(config, optim=OptimSettings(partial(torch.optim.AdamW)), vocabulary=Vocabulary(VOCAB),
                                        labels=["O", "B-LOC", "I-LOC"], layers=layers).eval()
     path = save_ckpt(module, tmp_path / "tagger.ckpt")
     predictor = Predictor(path)
@@ -166,7 +167,7 @@ def test_question_answering_over_windows_agrees_with_evaluation(tmp_path, capsys
     from bert_exp.tasks import QuestionAnsweringModule
 
     torch.manual_seed(0)
-    module = QuestionAnsweringModule(TINY, optimizer=partial(torch.optim.AdamW), vocab=VOCAB).eval()
+    module = QuestionAnsweringModule(TINY, optim=OptimSettings(partial(torch.optim.AdamW)), vocabulary=Vocabulary(VOCAB)).eval()
     with torch.no_grad():
         module.model.qa_outputs.weight.normal_(0, 2)
     path = save_ckpt(module, tmp_path / "qa.ckpt")
