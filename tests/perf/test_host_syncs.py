@@ -16,7 +16,8 @@ from bert_exp.data.masking import PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
 from bert_exp.runner.budget import Budget, BudgetClock, parse_budget
 from bert_exp.runner.callbacks import DivergenceCheck, ProgressBar, TokenThroughput
-from bert_exp.tasks import ClassificationModule, PretrainingModule
+from bert_exp.tasks import ClassificationModule, OptimSettings, PretrainingModule
+
 from helpers import synthetic_samples
 
 CONFIG = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -72,11 +73,11 @@ def classification_batches():
 @pytest.mark.parametrize("task", ["pretraining", "classification"])
 def test_training_steps_read_nothing_from_the_device_between_logging_steps(task, tmp_path, monkeypatch):
     torch.manual_seed(0)
-    optimizer = partial(torch.optim.AdamW, lr=1e-3, fused=True)
+    optimizer = OptimSettings(partial(torch.optim.AdamW, lr=1e-3, fused=True))
     if task == "pretraining":
-        module, batches = PretrainingModule(CONFIG, optimizer=optimizer), pretraining_batches()
+        module, batches = PretrainingModule(CONFIG, optim=optimizer), pretraining_batches()
     else:
-        module, batches = ClassificationModule(CONFIG, optimizer=optimizer), classification_batches()
+        module, batches = ClassificationModule(CONFIG, optim=optimizer), classification_batches()
     counter = CountReads()
     budget = Budget(BudgetClock(parse_budget("1B")))
     trainer = L.Trainer(
@@ -100,7 +101,7 @@ def test_training_steps_read_nothing_from_the_device_between_logging_steps(task,
 
 
 def fit_with(callbacks, batches, steps=STEPS):
-    module = PretrainingModule(CONFIG, optimizer=partial(torch.optim.AdamW, lr=1e-3))
+    module = PretrainingModule(CONFIG, optim=OptimSettings(partial(torch.optim.AdamW, lr=1e-3)))
     trainer = L.Trainer(accelerator="cpu", max_steps=steps, log_every_n_steps=EVERY, logger=False,
                         enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False,
                         callbacks=callbacks)
