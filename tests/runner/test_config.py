@@ -116,7 +116,7 @@ def test_help_lists_groups_and_presets_with_descriptions():
         line = next(line for line in out.splitlines() if line.strip().startswith(name + " "))
         assert len(line.split(None, 1)[1]) > 15, line
     assert "pretrain_tiny          BERT-tiny (L2/H128) MLM+NSP" in out
-    assert re.search(r"^  model +base, large, medium, mini, minilm_l6, small, tiny\*$", out, re.M)
+    assert re.search(r"^  model +base, from_checkpoint, large, medium, mini, minilm_l6, small, tiny\*$", out, re.M)
     assert re.search(r"^  hardware +cpu\*, ddp, ddp_cpu, ddp_multinode, fsdp, gpu, tpu$", out, re.M)
     assert "pretrain_lr_warmup" in out and "python -m bert_exp.data download NAME" in out
 
@@ -124,6 +124,8 @@ def test_help_lists_groups_and_presets_with_descriptions():
 def test_sequence_longer_than_the_position_embeddings_is_refused_before_work(tmp_path):
     with pytest.raises(ConfigError, match=r"data.instances.max_seq_length=1024 .*model.max_position_embeddings=512"):
         validate_config(compose_config(["+experiment=pretrain_tiny", "data.instances.max_seq_length=1024"]))
+    with pytest.raises(ConfigError, match=r"data.max_seq_length=1024 .*model.max_position_embeddings=512"):
+        validate_config(compose_config(["+experiment=cola_minilm", "data.max_seq_length=1024"]))
     result = run_cli(["+experiment=pretrain_tiny", "data.instances.max_seq_length=1024", f"hydra.run.dir={tmp_path / 'run'}"])
     assert result.returncode == 2
     assert "data.instances.max_seq_length=1024" in result.stderr and "model.max_position_embeddings=512" in result.stderr
