@@ -55,7 +55,10 @@ def test_time_budget_ends_on_time(env, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "finished"
-    # the training clock stops within a step of the budget; validation and saving come after it
-    assert 20 <= info["throughput"]["train_seconds"] < 20 * 1.5
+    # the training clock stops within a step of the budget (validation and saving come after it), however
+    # busy the machine: the overshoot is at most about one step
+    seconds, steps = info["throughput"]["train_seconds"], info["global_step"]
+    assert 20 <= seconds < 20 + 2 * seconds / steps + 1, (seconds, steps)
     rates = [float(r["lr"]) for r in rows(run_dir)]
-    assert rates[-1] < 0.2 * max(rates)
+    peak = rates.index(max(rates))
+    assert rates[-1] < max(rates) and all(a >= b for a, b in zip(rates[peak:], rates[peak + 1:]))  # decaying
