@@ -1,8 +1,13 @@
 """The rules verify_predict.py's transformers-side reference applies, on tiny hand-made inputs."""
 
 import numpy as np
-
-from verify_predict import best_span, compare_answers, compare_classification, masked_sentences, max_context
+from verify_predict import (
+    best_span,
+    compare_answers,
+    compare_classification,
+    masked_sentences,
+    max_context,
+)
 
 
 def test_max_context_gives_each_token_to_the_window_where_it_is_most_central():

@@ -260,8 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     t = texts[:tn]
     a, b = timed(rounds, lambda: ours_p.fill_mask(t), lambda: pipe(t, batch_size=bs, top_k=5))
     rows.append(("fill-mask", "pretrain_tiny (L2/H128)", f"{c['n']} CoLA ood dev, one word masked",
-                 f"top-1 {c['top1']}/{c['n']}, top-5 ids {c['topk']}/{c['n']}, scores within 1e-4 "
-                 f"{c['close']}/{c['n']}", f"{c['max_diff']:.1e}", "-", rate(len(t), a), rate(len(t), b)))
+                 (f"top-1 {c['top1']}/{c['n']}, top-5 ids {c['topk']}/{c['n']}, scores within 1e-4 "
+                  f"{c['close']}/{c['n']}"), f"{c['max_diff']:.1e}", "-", rate(len(t), a), rate(len(t), b)))
 
     # classification
     model = export(args.cola, work / "cola")
@@ -283,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     # question answering
     cfg = OmegaConf.load(Path(args.squad) / ".hydra" / "config.yaml")
     data = cfg.data
-    settings = dict(max_length=int(data.max_seq_length), doc_stride=int(data.doc_stride),
-                    max_query_length=int(data.max_query_length), max_answer_length=int(data.max_answer_length))
+    settings = {"max_length": int(data.max_seq_length), "doc_stride": int(data.doc_stride),
+                "max_query_length": int(data.max_query_length), "max_answer_length": int(data.max_answer_length)}
     run_predictions = json.loads((Path(args.squad) / "predictions.json").read_text(encoding="utf-8"))
     ids = list(run_predictions)[:args.n]
     qs = squad_questions(DATA / "squad" / "dev-v1.1.json", ids)  # the run's val_file (squad_v1_local)
