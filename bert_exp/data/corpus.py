@@ -50,7 +50,9 @@ from .text import CorpusError, ReadReport, iter_documents
 log = logging.getLogger("bert_exp.data")
 
 # a file whose instances leave out more than this fraction of its tokens is named in a warning
-DROPPED_WARNING_FRACTION = 0.1
+DROPPED_WARNING_FRACTION = 0.5  # BERT's own pair truncation drops some 15 % anywhere
+# a sentence this many times longer than an instance (an instance keeps under a quarter of it) is named
+CUT_WARNING_FACTOR = 4
 
 # pre-training objectives (the `objective` config group) and RoBERTa's four input formats
 OBJECTIVES = ("mlm_nsp", "mlm", "mlm_sop", "clm", "electra")
@@ -217,12 +219,18 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
     tokenize_seconds = time.perf_counter() - started
     if not documents:
         raise CorpusError(f"the corpus files {[str(f) for f in files[:3]]}... hold no text")
-    for path, stat in zip(files, stats):
-        if stat.long_sentences:
-            log.warning(
-                "%s: %d sentence(s) longer than an instance holds (%d tokens, data.instances.max_seq_length - 3; the longest "
-                "has %d): the rest of each is dropped. Text without sentence punctuation? (see data.instances.line_is_sentence, "
-                "data.nsp=false)", path, stat.long_sentences, s.max_seq_length - 3, stat.longest_sentence)
+    limit = s.max_seq_length - 3
+    cut_short = [(path, stat) for path, stat in zip(files, stats) if stat.longest_sentence > CUT_WARNING_FACTOR * limit]
+    for path, stat in cut_short:  # a sentence of which an instance keeps a small fraction: named
+        log.warning(
+            "%s: %d sentence(s) longer than an instance (%d tokens: data.instances.max_seq_length - 3); the longest, "
+            "%d tokens, keeps only its first %d. Text without sentence punctuation? (see "
+            "data.instances.line_is_sentence, data.nsp=false)", path, stat.long_sentences, limit,
+            stat.longest_sentence, limit)
+    long_files = sum(1 for stat in stats if stat.long_sentences)
+    if long_files > len(cut_short):  # long but ordinary sentences: one line; the data report has each file
+        log.info("%d sentence(s) in %d file(s) are longer than an instance (%d tokens): their tails are dropped "
+                 "(run.json data_report.truncated_files)", sum(st.long_sentences for st in stats), long_files, limit)
     doc_starts = np.array([d[0] for d in documents] + [offset], dtype=np.int64)
 
     rng = random.Random(s.seed)

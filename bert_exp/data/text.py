@@ -183,6 +183,7 @@ class ReadReport:
 
 
 _ESCAPED = re.compile("[\udc80-\udcff]+")
+_WARNED_FALLBACK: set[str] = set()
 _READ_CHUNK = 1 << 16
 
 
@@ -258,7 +259,9 @@ def iter_lines(path: Path, encoding_fallback: str | None = "latin-1", report: Re
         raise CorpusError(f"{path}: {what} {fmt if fmt != 'plain' else 'file'} ({detail})") from None
     finally:
         if replaced:
-            log.warning("%s: not valid UTF-8; %d invalid bytes decoded as %s", path, replaced, encoding_fallback)
+            if str(path) not in _WARNED_FALLBACK:  # once a process: the vocabulary and the cache read it again
+                _WARNED_FALLBACK.add(str(path))
+                log.warning("%s: not valid UTF-8; %d invalid bytes decoded as %s", path, replaced, encoding_fallback)
             if report is not None:
                 report.fallback_decoded[str(path)] = replaced
         if report is not None:

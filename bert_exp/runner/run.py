@@ -414,9 +414,10 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
             ending["stopped_by"] = signal.Signals(stop.signal or signal.SIGINT).name
             ending["stopped_at_once"] = stop.stopped_at_once
         last = _callback(trainer, LastCheckpoint)
+        best = getattr(trainer.checkpoint_callback, "best_model_path", "") or ""
         if (status == "finished" and last is not None and not last.keep_after_finish and trainer.is_global_zero
-                and os.path.isfile(last.path)):
-            os.remove(last.path)  # only the best checkpoint is kept (callbacks.last_checkpoint.keep_after_finish)
+                and os.path.isfile(last.path) and os.path.isfile(best)):
+            os.remove(last.path)  # the best checkpoint is what stays (callbacks.last_checkpoint.keep_after_finish)
         elif last is not None and last.saved_step is not None:
             ending["last_checkpoint"] = {"path": last.path, "step": last.saved_step}
         metrics = {k: _number(v) for k, v in sorted(trainer.callback_metrics.items())}

@@ -76,6 +76,8 @@ def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
             continue
         if key == "trainer" and name in RUNNER_TRAINER_KEYS:
             continue
+        if key == "trainer" and name == "precision" and OmegaConf.select(node, name) == "auto":
+            continue  # resolved for the device before the Trainer is built (placement.resolve_precision)
         full = f"{key}.{name}" if key else name
         if name not in params:
             if not accepts_any:

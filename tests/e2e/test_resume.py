@@ -192,7 +192,7 @@ def test_resumed_at_a_validation_step_and_at_an_epoch_end_repeats_the_run_bitwis
 
 
 def test_a_stop_inside_a_gradient_accumulation_waits_for_its_step_and_resumes_bitwise(in_process, tmp_path):
-    accumulate = [*SHORT, "+trainer.accumulate_grad_batches=2", "trainer.max_steps=8"]
+    accumulate = [*SHORT, "trainer.accumulate_grad_batches=2", "trainer.max_steps=8"]
     reference = tmp_path / "reference"
     run(compose_config(accumulate, run_dir=reference))
 

@@ -10,7 +10,7 @@ from bert_exp.tools.export import main as export_main
 from helpers import run_cli
 
 pytestmark = pytest.mark.slow
-SHORT = ["trainer.max_steps=3", "+trainer.limit_val_batches=1", "data.limit_train_examples=24",
+SHORT = ["trainer.max_steps=3", "trainer.limit_val_batches=1", "data.limit_train_examples=24",
          "data.limit_val_examples=16", "global_batch_size=8", "data.loader.eval_batch_size=16", "logger=csv"]
 
 

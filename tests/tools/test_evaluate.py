@@ -47,7 +47,8 @@ def test_suite_runs_a_checkpoint_and_scratch_in_its_shape(data_dir, tmp_path, mo
     out = tmp_path / "suite"
     args = [f"tiny={hf}", f"scratch:{hf}", "--tasks", "cola", "--seeds", "1", "--out", str(out),
             "--override", "trainer.max_steps=4", "--override", "trainer.max_epochs=null",
-            "--override", "precision=32-true"]
+            "--override", "precision=32-true", "--override", "trainer.val_check_interval=2",
+            "--override", "trainer.check_val_every_n_epoch=null"]
     assert main(args) == 0
     infos = {label: json.loads((out / label / "cola" / "seed42" / "run.json").read_text())
              for label in ("tiny", "scratch-hf")}
