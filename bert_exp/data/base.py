@@ -147,3 +147,27 @@ class VocabularyDataModule(L.LightningDataModule):
 
     def load_state_dict(self, state: dict) -> None:
         self._resume_state = dict(state) or None
+
+
+class TrainAndValSetsDataModule(VocabularyDataModule):
+    """A DataModule of encoded examples in memory: ``datasets["train"]`` and one set per name in
+    ``val_files``, batched by ``collate`` (GLUE TSV tasks, tagging)."""
+
+    datasets: dict[str, list[dict]]
+    val_files: dict[str, str]
+
+    @property
+    def val_names(self) -> list[str]:
+        return list(self.val_files)
+
+    def _loader(self, name: str, batch_size: int, sampler):
+        return self.dataloader(self.datasets[name], batch_size, sampler, self.collate)
+
+    def train_dataloader(self):
+        lengths = [len(f["input_ids"]) for f in self.datasets["train"]]
+        sampler = self.training_sampler(lengths, self.seed, group_by_length=self.loader.group_by_length)
+        return self._loader("train", self.batch_size, sampler)
+
+    def val_dataloader(self):
+        return [self._loader(name, self.loader.eval_batch_size, self.evaluation_sampler(self.datasets[name]))
+                for name in self.val_names]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .base import VocabularyDataModule
+from .base import TrainAndValSetsDataModule
 from .loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, read_utf8
 
 
@@ -86,7 +86,7 @@ def encode_pairs_google(tokenizer, pairs: list[tuple[str, str]], max_seq_length:
     return encodings
 
 
-class GlueDataModule(VocabularyDataModule):
+class GlueDataModule(TrainAndValSetsDataModule):
     """Train file + one or more named validation files; single sentences or pairs (two text columns)."""
 
     def __init__(
@@ -125,10 +125,6 @@ class GlueDataModule(VocabularyDataModule):
     def input_files(self) -> list[Path]:
         return [Path(self.train_file), *map(Path, self.val_files.values())]
 
-    @property
-    def val_names(self) -> list[str]:
-        return list(self.val_files)
-
     def read(self, path: str) -> list[Example]:
         return read_tsv(path, self.text_columns, self.label_column, self.num_labels, self.num_columns, self.header)
 
@@ -157,14 +153,3 @@ class GlueDataModule(VocabularyDataModule):
         batch["labels"] = torch.tensor([f["label"] for f in features], dtype=features[0]["dtype"])
         return batch
 
-    def _loader(self, name: str, batch_size: int, sampler):
-        return self.dataloader(self.datasets[name], batch_size, sampler, self.collate)
-
-    def train_dataloader(self):
-        lengths = [len(f["input_ids"]) for f in self.datasets["train"]]
-        sampler = self.training_sampler(lengths, self.seed, group_by_length=self.loader.group_by_length)
-        return self._loader("train", self.batch_size, sampler)
-
-    def val_dataloader(self):
-        return [self._loader(name, self.loader.eval_batch_size, self.evaluation_sampler(self.datasets[name]))
-                for name in self.val_names]

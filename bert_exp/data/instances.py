@@ -44,6 +44,13 @@ def _other_document(num_documents: int, document_index: int, rng: random.Random)
     return index + 1 if index >= document_index else index
 
 
+def draw_target_length(rng: random.Random, short_seq_prob: float, max_num_tokens: int) -> int:
+    """The original's target: the full length, or with ``short_seq_prob`` a random one in [2, max]."""
+    if rng.random() < short_seq_prob:
+        return rng.randint(2, max_num_tokens)
+    return max_num_tokens
+
+
 def create_instances_from_document(
     documents: list[np.ndarray],
     document_index: int,
@@ -56,12 +63,7 @@ def create_instances_from_document(
     num_sentences = len(bounds) - 1
     max_num_tokens = max_seq_length - 3  # [CLS], [SEP], [SEP]
 
-    def draw_target_length() -> int:
-        if rng.random() < short_seq_prob:
-            return rng.randint(2, max_num_tokens)
-        return max_num_tokens
-
-    target_seq_length = draw_target_length()
+    target_seq_length = draw_target_length(rng, short_seq_prob, max_num_tokens)
     instances: list[Instance] = []
     chunk_start, current_length, i = 0, 0, 0
     while i < num_sentences:
@@ -88,7 +90,7 @@ def create_instances_from_document(
             instances.append((a[0], a[1] - a[0], b[0], b[1] - b[0], is_random_next))
             chunk_start, current_length = i + 1, 0
             if not short_seq_per_document:
-                target_seq_length = draw_target_length()
+                target_seq_length = draw_target_length(rng, short_seq_prob, max_num_tokens)
         i += 1
     return instances
 
@@ -184,12 +186,7 @@ def create_sop_instances_from_document(
     num_sentences = len(bounds) - 1
     max_num_tokens = max_seq_length - 3
 
-    def draw_target_length() -> int:
-        if rng.random() < short_seq_prob:
-            return rng.randint(2, max_num_tokens)
-        return max_num_tokens
-
-    target_seq_length = draw_target_length()
+    target_seq_length = draw_target_length(rng, short_seq_prob, max_num_tokens)
     instances: list[Instance] = []
     chunk_start, current_length, i = 0, 0, 0
     while i < num_sentences:
@@ -210,6 +207,6 @@ def create_sop_instances_from_document(
                 instances.append((a[0], a[1] - a[0], b[0], b[1] - b[0], swapped))
             chunk_start, current_length = i + 1, 0
             if not short_seq_per_document:
-                target_seq_length = draw_target_length()
+                target_seq_length = draw_target_length(rng, short_seq_prob, max_num_tokens)
         i += 1
     return instances

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .base import VocabularyDataModule
+from .base import TrainAndValSetsDataModule
 from .loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch
 
 IGNORE = -100
@@ -145,7 +145,7 @@ def windows(lengths: list[int], budget: int, context: int = 0) -> list[tuple[int
     return out
 
 
-class TaggingDataModule(VocabularyDataModule):
+class TaggingDataModule(TrainAndValSetsDataModule):
     """Train file + named validation files (the first is monitored) of tagged sentences."""
 
     def __init__(
@@ -208,10 +208,6 @@ class TaggingDataModule(VocabularyDataModule):
 
     def input_files(self) -> list[Path]:
         return [Path(self.train_file), *map(Path, self.val_files.values())]
-
-    @property
-    def val_names(self) -> list[str]:
-        return list(self.val_files)
 
     # -- encoding ---------------------------------------------------------------------------------
 
@@ -285,17 +281,6 @@ class TaggingDataModule(VocabularyDataModule):
         batch["sentence"] = torch.tensor([f["sentence"] for f in features], dtype=torch.long)
         return batch
 
-    def _loader(self, name: str, batch_size: int, sampler):
-        return self.dataloader(self.datasets[name], batch_size, sampler, self.collate)
-
-    def train_dataloader(self):
-        lengths = [len(f["input_ids"]) for f in self.datasets["train"]]
-        sampler = self.training_sampler(lengths, self.seed, group_by_length=self.loader.group_by_length)
-        return self._loader("train", self.batch_size, sampler)
-
-    def val_dataloader(self):
-        return [self._loader(name, self.loader.eval_batch_size, self.evaluation_sampler(self.datasets[name]))
-                for name in self.val_names]
 
     def gold(self, name: str) -> list[list[str]]:
         """The gold labels of a validation set, one list per sentence (what the metrics compare with)."""

@@ -62,7 +62,8 @@ def read_vocab_file(path: Path) -> list[str]:
     return [line.rstrip("\r") for line in path.read_text(encoding="utf-8").split("\n") if line.rstrip("\r")]
 
 
-def load_hf_directory(path: Path) -> Checkpoint:
+def read_hf_config(path: Path) -> tuple[BertConfig, dict]:
+    """A HuggingFace directory's config.json as our BertConfig (and the raw values), weights unread."""
     values = json.loads((path / "config.json").read_text())
     if values.get("model_type", "bert") != "bert":
         raise CheckpointError(f"{path}/config.json: model_type {values.get('model_type')!r} is not bert")
@@ -71,7 +72,11 @@ def load_hf_directory(path: Path) -> Checkpoint:
     act = values.get("hidden_act", "gelu")
     if act not in ACTIVATIONS_IN:
         raise CheckpointError(f"{path}/config.json: hidden_act {act!r} is not supported")
-    config = BertConfig.from_dict({**values, "hidden_act": ACTIVATIONS_IN[act]})
+    return BertConfig.from_dict({**values, "hidden_act": ACTIVATIONS_IN[act]}), values
+
+
+def load_hf_directory(path: Path) -> Checkpoint:
+    config, values = read_hf_config(path)
     if (path / "model.safetensors").is_file():
         state = load_file(path / "model.safetensors")
     elif (path / "pytorch_model.bin").is_file():

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from ..model.config import BertConfig
-from ..model.hf import Checkpoint, CheckpointError, load_hf_directory
+from ..model.hf import Checkpoint, CheckpointError, load_hf_directory, read_hf_config
 
 # what checkpoints written before the head was recorded said instead (task class names then)
 LEGACY_TASK_HEADS = {"PretrainingModule": "pretraining", "ClassificationModule": "classification",
@@ -81,6 +81,22 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     return load_lightning(lightning_checkpoint_path(path))
 
 
+def checkpoint_config(path: str | Path) -> BertConfig:
+    """The model config alone: config.json of a HuggingFace directory, or a .ckpt opened memory-mapped,
+    so the weights are not read (fine-tuning reads them once, for task.init_from)."""
+    path = Path(path).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return read_hf_config(path)[0]
+    path = lightning_checkpoint_path(path)
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001  anything unusual: the full reader, with its one-line errors
+        return load_lightning(path).config
+    if not isinstance(ckpt, dict) or "bert_config" not in ckpt:
+        raise CheckpointError(f"{path} is not a bert_exp checkpoint (no bert_config)")
+    return BertConfig.from_dict(ckpt["bert_config"])
+
+
 def model_config_of(source: str | Path, vocab_size: int | None = None, pad_token_id: int | None = None,
                     **overrides) -> BertConfig:
     """The model config of a checkpoint (``model=from_checkpoint``): fine-tuning takes the shape of the
@@ -91,7 +107,7 @@ def model_config_of(source: str | Path, vocab_size: int | None = None, pad_token
     if not source:
         raise CheckpointError("model=from_checkpoint needs model.source (or task.init_from): a run directory, "
                               ".ckpt or HuggingFace directory whose shape to take")
-    config = load_checkpoint(source).config
+    config = checkpoint_config(source)
     if vocab_size is not None and vocab_size != config.vocab_size:
         raise CheckpointError(f"model.source={source} has a vocabulary of {config.vocab_size}, the data "
                               f"{vocab_size}: give data.vocab_file the source's vocab.txt")

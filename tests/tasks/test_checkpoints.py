@@ -11,7 +11,7 @@ import transformers
 from bert_exp.model import BertConfig
 from bert_exp.model.hf import CheckpointError
 from bert_exp.tasks import ClassificationModule
-from bert_exp.tasks.checkpoints import load_checkpoint
+from bert_exp.tasks.checkpoints import checkpoint_config, load_checkpoint
 from bert_exp.tools.export import main as export_main
 from bert_exp.tasks import OptimSettings, Vocabulary
 
@@ -38,6 +38,7 @@ def test_renamed_task_class_keeps_its_head_for_export_and_init_from(tmp_path):
 
     ckpt = load_checkpoint(path)
     assert ckpt.head == "classification" and ckpt.num_labels == 3 and ckpt.vocab == VOCAB
+    assert checkpoint_config(path) == ckpt.config  # the config alone, weights unread (model=from_checkpoint)
 
     assert export_main([str(path), str(tmp_path / "hf")]) == 0
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
