@@ -6,9 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 
 
-OURS_ONLY = ("initializer", "embedding_size", "share_layers", "causal")  # fields HuggingFace's BertConfig lacks
+OURS_ONLY = ("initializer", "embedding_size", "share_layers", "causal", "layer_norm_position")  # fields HuggingFace's BertConfig lacks
 # ours alone, and a model using them has no HuggingFace BERT equivalent (export refuses it)
-NOT_BERT = {"embedding_size": None, "share_layers": False, "causal": False}
+NOT_BERT = {"embedding_size": None, "share_layers": False, "causal": False, "layer_norm_position": "post"}
 
 
 @dataclass
@@ -40,6 +40,10 @@ class BertConfig:
     # a left-to-right model: each position attends to itself and the positions before it (objective=clm);
     # the pooled output is then the last token's, the only one that has seen the whole input
     causal: bool = False
+    # "post": BERT's LayerNorm after each residual sum; "pre": LayerNorm on each sub-layer's input and one
+    # more after the last layer (Xiong et al. 2020, "On Layer Normalization in the Transformer
+    # Architecture"), which trains without the long loss plateau a short post-LN run sits on
+    layer_norm_position: str = "post"
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:
@@ -51,6 +55,8 @@ class BertConfig:
             raise ValueError(f"model.hidden_act={self.hidden_act!r}: expected 'gelu' or 'gelu_tanh'")
         if self.initializer not in ("normal", "truncated_normal"):
             raise ValueError(f"model.initializer={self.initializer!r}: expected 'normal' or 'truncated_normal'")
+        if self.layer_norm_position not in ("post", "pre"):
+            raise ValueError(f"model.layer_norm_position={self.layer_norm_position!r}: expected 'post' or 'pre'")
         if self.embedding_size is not None and self.embedding_size <= 0:
             raise ValueError(f"model.embedding_size={self.embedding_size}: must be positive (or null)")
 

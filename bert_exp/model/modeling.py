@@ -98,8 +98,11 @@ class BertSelfOutput(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob)
+        self.pre_ln = config.layer_norm_position == "pre"  # then LayerNorm is applied to the sub-layer's input
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        if self.pre_ln:
+            return self.dropout(self.dense(hidden)) + residual
         return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)  # post-LN
 
 
@@ -110,10 +113,11 @@ class BertAttention(nn.Module):
         self.output = BertSelfOutput(config)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, output_attentions: bool = False):
+        inputs = self.output.LayerNorm(x) if self.output.pre_ln else x
         if output_attentions:
-            attended, probs = self.self(x, attn_mask, output_attentions=True)
+            attended, probs = self.self(inputs, attn_mask, output_attentions=True)
             return self.output(attended, x), probs
-        return self.output(self.self(x, attn_mask), x)
+        return self.output(self.self(inputs, attn_mask), x)
 
 
 class BertIntermediate(nn.Module):
@@ -132,8 +136,11 @@ class BertOutput(nn.Module):
         self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob)
+        self.pre_ln = config.layer_norm_position == "pre"
 
     def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        if self.pre_ln:
+            return self.dropout(self.dense(hidden)) + residual
         return self.LayerNorm(self.dropout(self.dense(hidden)) + residual)
 
 
@@ -145,11 +152,14 @@ class BertLayer(nn.Module):
         self.output = BertOutput(config)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, output_attentions: bool = False):
+        probs = None
         if output_attentions:
             attended, probs = self.attention(x, attn_mask, output_attentions=True)
-            return self.output(self.intermediate(attended), attended), probs
-        attended = self.attention(x, attn_mask)
-        return self.output(self.intermediate(attended), attended)
+        else:
+            attended = self.attention(x, attn_mask)
+        inputs = self.output.LayerNorm(attended) if self.output.pre_ln else attended
+        out = self.output(self.intermediate(inputs), attended)
+        return (out, probs) if output_attentions else out
 
 
 class BertEncoder(nn.Module):
@@ -163,6 +173,8 @@ class BertEncoder(nn.Module):
         if config.embedding_size is not None:
             self.embedding_hidden_mapping_in = nn.Linear(config.embedding_size, config.hidden_size)
         self.layer = nn.ModuleList(BertLayer(config) for _ in range(1 if config.share_layers else config.num_hidden_layers))
+        if config.layer_norm_position == "pre":  # the residual stream is never normalised inside the layers
+            self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def layers(self):
         """The layer applied at each depth (the same module every time with shared layers)."""
@@ -186,6 +198,10 @@ class BertEncoder(nn.Module):
                 x = layer(x, attn_mask)
             if output_hidden_states:
                 hidden.append(x)
+        if hasattr(self, "LayerNorm"):
+            x = self.LayerNorm(x)
+            if output_hidden_states:
+                hidden[-1] = x  # the last layer's output as the heads see it
         if output_attentions:
             return x, (hidden if output_hidden_states else None), attentions
         return (x, hidden) if output_hidden_states else x

@@ -56,7 +56,7 @@ def test_16_mixed_keeps_a_fused_optimizer_when_nothing_is_clipped(tmp_path):
 
 def test_auto_on_cpu_is_the_cpu_default_and_other_precisions_are_left_alone(tmp_path):
     cfg = compose_config(["+experiment=cola_minilm", "precision=auto"], run_dir=tmp_path)
-    assert resolve_precision(cfg, cuda_devices=0).startswith("precision=auto -> 32-true")
+    assert resolve_precision(cfg, cuda_devices=0, amx=False).startswith("precision=auto -> 32-true")
     assert cfg.trainer.precision == compose_config(["+experiment=cola_minilm"]).trainer.precision
     check_combination(cfg, cuda_devices=0)
     cfg = gpu_config(tmp_path, "precision=16-mixed", "optim.optimizer.fused=false")
@@ -78,3 +78,11 @@ def test_the_runner_resolves_before_checking_and_says_why(tmp_path, monkeypatch,
         check_before_work(cfg)
     assert cfg.trainer.precision == "16-mixed" and cfg.optim.optimizer.fused is False
     assert any("precision=auto -> 16-mixed" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("amx, precision", [(True, "bf16-mixed"), (False, "32-true")])
+def test_auto_on_cpu_uses_bf16_only_where_the_cpu_has_amx(tmp_path, amx, precision):
+    """Without AMX a bf16 matrix product is slower than fp32 on CPU: bf16 autocast would cost time."""
+    cfg = compose_config(["+experiment=cola_minilm", "precision=auto"], run_dir=tmp_path)
+    assert resolve_precision(cfg, cuda_devices=0, amx=amx).startswith(f"precision=auto -> {precision}")
+    assert cfg.trainer.precision == precision
