@@ -3,3 +3,7 @@
 
 class UserError(Exception):
     """Bad input: a config key, a file, a row. The message names it."""
+
+
+class CheckpointError(UserError, ValueError):
+    """A checkpoint that cannot be read or does not fit; the message names the file."""

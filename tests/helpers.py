@@ -52,3 +52,23 @@ def synthetic_samples(n, seed=0, max_len=128):
         samples.append({"input_ids": ids, "token_type_ids": np.r_[np.zeros(a + 2), np.ones(b + 1)].astype(int),
                         "next_sentence_label": int(rng.integers(0, 2))})
     return samples
+
+
+def cola_pairs_batch(data_dir: Path, n: int = 8) -> tuple[dict, list[str]]:
+    """Real text for parity checks: the first ``n`` CoLA dev sentences, each paired with the next,
+    tokenized with the all-MiniLM-L6-v2 vocabulary and padded. Returns (batch of tensors, vocabulary)."""
+    import torch
+
+    from bert_exp.data.tokenizer import load_vocab_file
+    from bert_exp.model.hf import read_vocab_file
+    from bert_exp.resources import minilm_dir
+
+    lines = (data_dir / "cola" / "raw" / "in_domain_dev.tsv").read_text(encoding="utf-8").splitlines()
+    sentences = [line.split("\t")[3] for line in lines[: n + 1]]
+    tokenizer = load_vocab_file(minilm_dir() / "vocab.txt")
+    tokenizer.enable_padding(pad_id=0)
+    encodings = tokenizer.encode_batch(list(zip(sentences[:n], sentences[1:])))
+    batch = {name: torch.tensor([getattr(e, attr) for e in encodings])
+             for name, attr in (("input_ids", "ids"), ("token_type_ids", "type_ids"), ("attention_mask", "attention_mask"))}
+    assert (batch["attention_mask"] == 0).any() and (batch["token_type_ids"] == 1).any()
+    return batch, read_vocab_file(minilm_dir() / "vocab.txt")

@@ -1,7 +1,9 @@
-"""HuggingFace interop: a BERT directory (config.json, safetensors or pytorch_model.bin, vocab) read into
-one :class:`Checkpoint` with HuggingFace parameter names, and :func:`save_hf_directory`, which writes
-one back out so that transformers loads it with no missing or unexpected keys. Our own Lightning
-``.ckpt`` files are read next to the code that writes them: bert_exp/tasks/checkpoints.py."""
+"""HuggingFace interop: a BERT, ALBERT or ELECTRA directory (config.json, safetensors or pytorch_model.bin,
+vocab) read into one :class:`Checkpoint` with HuggingFace BERT parameter names, and
+:func:`save_hf_directory`, which writes one back out (as BERT, or as ALBERT or ELECTRA where the model
+is one of those: bert_exp/model/hf_albert_electra.py) so that transformers loads it with no missing or
+unexpected keys. Our own Lightning ``.ckpt`` files are read next to the code that writes them:
+bert_exp/tasks/checkpoints.py."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..errors import UserError
+from ..errors import CheckpointError
 from ..records import write_json
+from . import hf_albert_electra as families
 from .config import BertConfig
 
 HEADS = {  # our head name -> HuggingFace architecture
@@ -29,10 +32,6 @@ ACTIVATIONS_OUT = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
 TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
 
 
-class CheckpointError(UserError, ValueError):
-    """A checkpoint that cannot be read or does not fit; the message names the file."""
-
-
 @dataclass
 class Checkpoint:
     config: BertConfig
@@ -46,14 +45,14 @@ class Checkpoint:
     labels: list[str] | None = None  # token classification: the label names (index = class id)
 
 
-def _normalise_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _normalise_keys(state: dict[str, torch.Tensor], prefix: str = "bert.") -> dict[str, torch.Tensor]:
     out = {}
     for key, value in state.items():
         if key.endswith(("position_ids", "embeddings.token_type_ids")):  # buffers, not weights
             continue
         key = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
-        if key.startswith(("embeddings.", "encoder.", "pooler.")):  # a headless BertModel
-            key = "bert." + key
+        if key.startswith(("embeddings", "encoder.", "pooler")):  # a headless BertModel (AlbertModel, ElectraModel)
+            key = prefix + key
         out[key] = value
     return out
 
@@ -63,10 +62,13 @@ def read_vocab_file(path: Path) -> list[str]:
 
 
 def read_hf_config(path: Path) -> tuple[BertConfig, dict]:
-    """A HuggingFace directory's config.json as our BertConfig (and the raw values), weights unread."""
+    """A HuggingFace directory's config.json as our BertConfig (and its values), weights unread."""
     values = json.loads((path / "config.json").read_text())
-    if values.get("model_type", "bert") != "bert":
-        raise CheckpointError(f"{path}/config.json: model_type {values.get('model_type')!r} is not bert")
+    model_type = values.get("model_type", "bert")
+    if model_type in families.NAMES:
+        values = families.config_in(values, f"{path}/config.json")
+    elif model_type != "bert":
+        raise CheckpointError(f"{path}/config.json: model_type {model_type!r} is not bert, albert or electra")
     if values.get("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError(f"{path}/config.json: position_embedding_type must be absolute")
     act = values.get("hidden_act", "gelu")
@@ -89,14 +91,21 @@ def load_hf_directory(path: Path) -> Checkpoint:
         from tokenizers import Tokenizer
 
         tok = Tokenizer.from_file(str(path / "tokenizer.json"))
-        vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+        # a WordPiece vocabulary only (ALBERT's SentencePiece pieces are not one: the data's is used)
+        vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])] \
+            if type(tok.model).__name__ == "WordPiece" else None
     else:
         vocab = None
     lowercase = True
     if (path / "tokenizer_config.json").is_file():
         lowercase = bool(json.loads((path / "tokenizer_config.json").read_text()).get("do_lower_case", True))
+    model_type = values.get("model_type", "bert")
     architecture = (values.get("architectures") or ["BertModel"])[0]
-    head = {arch: name for name, arch in HEADS.items()}.get(architecture)
+    if model_type == "bert":
+        state, head = _normalise_keys(state), {arch: name for name, arch in HEADS.items()}.get(architecture)
+    else:
+        state = families.state_in(_normalise_keys(state, model_type + "."), model_type)
+        head = families.head_in(model_type, architecture)
     num_labels = len(values["id2label"]) if head in ("classification", "token_classification") \
         and "id2label" in values else None
     if head == "classification" and num_labels is None:
@@ -104,11 +113,12 @@ def load_hf_directory(path: Path) -> Checkpoint:
     labels = None
     if head == "token_classification" and "id2label" in values:
         labels = [values["id2label"][str(i)] for i in range(len(values["id2label"]))]
-    return Checkpoint(config, _normalise_keys(state), vocab, lowercase, head, num_labels, str(path), labels=labels)
+    return Checkpoint(config, state, vocab, lowercase, head, num_labels, str(path), labels=labels)
 
 
 
 def hf_config_dict(ckpt: Checkpoint) -> dict:
+    """The config.json written for ``ckpt`` (BERT's, or ALBERT's or ELECTRA's: export_family)."""
     values = ckpt.config.hf_dict()
     values["hidden_act"] = ACTIVATIONS_OUT[values["hidden_act"]]
     values.update(architectures=[HEADS[ckpt.head]], model_type="bert", position_embedding_type="absolute")
@@ -120,27 +130,30 @@ def hf_config_dict(ckpt: Checkpoint) -> dict:
         labels = ckpt.labels or [f"LABEL_{i}" for i in range(ckpt.num_labels or 2)]
         values.update(id2label={str(i): label for i, label in enumerate(labels)},
                       label2id={label: i for i, label in enumerate(labels)})
-    return values
+    family = families.export_family(ckpt.config, ckpt.state_dict)
+    return values if family == "bert" else families.config_out(family, ckpt.config, ckpt.head, values)
 
 
-def check_exportable(ckpt: Checkpoint) -> None:
-    """Refuses a model that a HuggingFace BERT cannot reproduce (ALBERT's factorised embedding or shared
-    layers, a causal mask): transformers would load it with other weights, or attend differently."""
-    options = ckpt.config.non_bert_options()
+def check_exportable(ckpt: Checkpoint, family: str = "bert") -> None:
+    """Refuses a model that the HuggingFace family it would be written as (bert, albert, electra) cannot
+    reproduce (a causal mask, pre-LN layers; shared layers in ELECTRA): transformers would load it with
+    other weights, or attend differently."""
+    options = {k: v for k, v in ckpt.config.non_bert_options().items() if k not in families.EXPRESSES[family]}
     if options:
         settings = ", ".join(f"model.{k}={v}" for k, v in options.items())
-        raise CheckpointError(f"{ckpt.source}: a model with {settings} has no HuggingFace BERT equivalent and "
-                              "cannot be exported as one (bert_exp itself fine-tunes from the run directory or .ckpt)")
+        raise CheckpointError(f"{ckpt.source}: a model with {settings} has no HuggingFace {family.upper()} equivalent "
+                              "and cannot be exported as one (bert_exp itself fine-tunes from the run directory or .ckpt)")
 
 
 def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
-    """Writes ``model.safetensors``, ``config.json``, ``vocab.txt`` and the tokenizer config."""
+    """Writes ``model.safetensors``, ``config.json``, ``vocab.txt`` and the tokenizer config (for an
+    ELECTRA model also the generator's, into ``generator/``)."""
     out = Path(out_dir)
-    check_exportable(ckpt)
+    family = families.export_family(ckpt.config, ckpt.state_dict)
+    check_exportable(ckpt, family)
     if out.exists() and any(out.iterdir()):
         raise CheckpointError(f"{out} exists and is not empty; choose a new directory (nothing is overwritten)")
-    out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().to("cpu").contiguous() for k, v in ckpt.state_dict.items() if k not in TIED_KEYS}
+    state = {k: v.detach().to("cpu").contiguous() for k, v in ckpt.state_dict.items() if not k.endswith(TIED_KEYS)}
     if ckpt.head in ("question_answering", "token_classification"):  # HuggingFace's have no pooler
         state = {k: v for k, v in state.items() if not k.startswith("bert.pooler.")}
     if ckpt.head == "token_classification":
@@ -148,10 +161,21 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
         if any(k.startswith("mix_") for k in state) or (weight is not None and weight.shape[1] != ckpt.config.hidden_size):
             raise CheckpointError(f"{ckpt.source}: a tagger on layers other than the last (task.layers) has no "
                                   "HuggingFace BertForTokenClassification equivalent; it cannot be exported")
-    if ckpt.head is None:  # a headless BertModel is saved without the "bert." prefix
-        state = {k.removeprefix("bert."): v for k, v in state.items() if k.startswith("bert.")}
+    if family != "bert":
+        files = families.export_files(family, ckpt.config, ckpt.head, state, hf_config_dict(ckpt), ckpt.source)
+    elif ckpt.head is None:  # a headless BertModel is saved without the "bert." prefix
+        files = {"": ({k.removeprefix("bert."): v for k, v in state.items() if k.startswith("bert.")}, hf_config_dict(ckpt))}
+    else:
+        files = {"": (state, hf_config_dict(ckpt))}
+    for sub, (tensors, values) in files.items():
+        _write_directory(ckpt, out / sub, tensors, values)
+    return out
+
+
+def _write_directory(ckpt: Checkpoint, out: Path, state: dict[str, torch.Tensor], values: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    write_json(out / "config.json", hf_config_dict(ckpt), indent=2, sort_keys=True)
+    write_json(out / "config.json", values, indent=2, sort_keys=True)
     if ckpt.vocab:
         (out / "vocab.txt").write_text("\n".join(ckpt.vocab) + "\n", encoding="utf-8")
         specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
@@ -160,4 +184,3 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
         write_json(out / "tokenizer_config.json",
                    {"do_lower_case": ckpt.lowercase, "tokenizer_class": "BertTokenizer",
                     "model_max_length": ckpt.config.max_position_embeddings, **specials}, indent=2)
-    return out

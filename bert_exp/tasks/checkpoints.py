@@ -74,7 +74,7 @@ def lightning_checkpoint_path(path: str | Path) -> Path:
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
-    """A HuggingFace BERT directory, an exported directory, a run directory or a ``.ckpt`` file."""
+    """A HuggingFace BERT, ALBERT or ELECTRA directory, an exported directory, a run directory or a ``.ckpt``."""
     path = Path(path).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
         return load_hf_directory(path)

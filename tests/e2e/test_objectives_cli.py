@@ -47,17 +47,30 @@ def test_each_objective_trains_with_finite_losses(preset, env, tmp_path):
         assert info["config"]["model"]["share_layers"] and info["config"]["model"]["embedding_size"] == 64
 
 
-def test_electra_exports_its_discriminator_and_albert_refuses(env, tmp_path):
+EXPORTS = {"pretrain_electra_tiny": "ElectraForPreTraining", "pretrain_albert_tiny": "AlbertForPreTraining"}
+
+
+@pytest.mark.parametrize("preset", list(EXPORTS))
+def test_electra_and_albert_runs_export_as_their_huggingface_architectures(preset, env, tmp_path):
+    import os
     import subprocess
     import sys
 
-    for preset in ("pretrain_electra_tiny", "pretrain_albert_tiny"):
-        train(preset, env, tmp_path / preset, "trainer.limit_val_batches=0")
-        out = subprocess.run([sys.executable, "-m", "bert_exp.export", str(tmp_path / preset), str(tmp_path / f"{preset}-hf")],
-                             capture_output=True, text=True, env={**__import__("os").environ, **env})
-        if preset == "pretrain_electra_tiny":
-            assert out.returncode == 0, out.stderr[-2000:]
-            config = json.loads((tmp_path / f"{preset}-hf" / "config.json").read_text())
-            assert config["architectures"] == ["BertModel"] and config["hidden_size"] == 128
-        else:
-            assert out.returncode != 0 and "no HuggingFace BERT equivalent" in out.stderr
+    import transformers
+
+    train(preset, env, tmp_path / preset, "trainer.limit_val_batches=0")
+    out_dir = tmp_path / f"{preset}-hf"
+    out = subprocess.run([sys.executable, "-m", "bert_exp.export", str(tmp_path / preset), str(out_dir)],
+                         capture_output=True, text=True, env={**os.environ, **env})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"as {EXPORTS[preset]}" in out.stdout
+    config = json.loads((out_dir / "config.json").read_text())
+    assert config["architectures"] == [EXPORTS[preset]] and config["hidden_size"] == 128
+    directories = {out_dir: getattr(transformers, EXPORTS[preset])}
+    if preset == "pretrain_albert_tiny":
+        assert config["embedding_size"] == 64 and config["num_hidden_groups"] == 1
+    else:  # the generator (H=64) next to the discriminator
+        directories[out_dir / "generator"] = transformers.ElectraForMaskedLM
+    for directory, hf_cls in directories.items():
+        _, info = hf_cls.from_pretrained(directory, output_loading_info=True)
+        assert not info["missing_keys"] and not info["unexpected_keys"], (directory, info)

@@ -106,12 +106,21 @@ def test_causal_attention_with_cpu_dropout_path_still_blocks_the_future():
     torch.testing.assert_close(a[:, :9], b[:, :9])
 
 
-@pytest.mark.parametrize("option", [{"embedding_size": 8}, {"share_layers": True}, {"causal": True}])
-def test_options_stay_out_of_config_json_and_refuse_export(option, tmp_path):
+@pytest.mark.parametrize("option", [{"embedding_size": 8}, {"share_layers": True}])
+def test_albert_options_export_as_albert_with_our_own_fields_left_out(option, tmp_path):
     config = tiny(**option)
     ckpt = Checkpoint(config, BertForPreTraining(config).state_dict(), head="pretraining", source="run")
-    assert not set(hf_config_dict(ckpt)) & {"embedding_size", "share_layers", "causal"}
-    with pytest.raises(CheckpointError, match=f"model.{next(iter(option))}=.*no HuggingFace BERT equivalent"):
+    values = hf_config_dict(ckpt)
+    assert values["model_type"] == "albert" and values["architectures"] == ["AlbertForPreTraining"]
+    assert not set(values) & {"share_layers", "causal", "initializer", "layer_norm_position"}
+    save_hf_directory(ckpt, tmp_path / "out")  # the parity: tests/model/test_albert_hf.py
+
+
+def test_causal_stays_out_of_config_json_and_refuses_export(tmp_path):
+    config = tiny(causal=True)
+    ckpt = Checkpoint(config, BertForPreTraining(config).state_dict(), head="pretraining", source="run")
+    assert "causal" not in hf_config_dict(ckpt)
+    with pytest.raises(CheckpointError, match="model.causal=True.*no HuggingFace BERT equivalent"):
         save_hf_directory(ckpt, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

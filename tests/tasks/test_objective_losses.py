@@ -117,7 +117,7 @@ def test_electra_generator_shares_embeddings_and_the_loss_is_mlm_plus_weighted_r
     assert m.model.bert.embeddings.word_embeddings.weight.grad is not None
     assert m.model.generator.bert.encoder.layer[0].attention.self.query.weight.grad is not None
 
-    # the discriminator is a plain BERT encoder: fine-tuning starts from it, export writes it
+    # the discriminator is a plain BERT encoder: fine-tuning starts from it; export writes it as ELECTRA's
     assert m.head is None
     ckpt = Checkpoint(m.config, m.model.state_dict(), head=m.head, source="electra")
     task = ClassificationModule(model_config=config(), optim=OptimSettings(torch.optim.AdamW), num_labels=2)
@@ -128,5 +128,6 @@ def test_electra_generator_shares_embeddings_and_the_loss_is_mlm_plus_weighted_r
     from safetensors.torch import load_file
 
     names = set(load_file(out / "model.safetensors"))
-    assert "embeddings.word_embeddings.weight" in names and "pooler.dense.weight" in names
-    assert not any(n.startswith(("generator", "discriminator")) for n in names)
+    assert "electra.embeddings.word_embeddings.weight" in names and "discriminator_predictions.dense.weight" in names
+    assert not any(n.startswith(("generator", "bert.", "electra.pooler")) for n in names)
+    assert "generator_lm_head.bias" in set(load_file(out / "generator" / "model.safetensors"))
