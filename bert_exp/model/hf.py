@@ -44,6 +44,7 @@ class Checkpoint:
     source: str = ""
     extra: dict = field(default_factory=dict)
     labels: list[str] | None = None  # token classification: the label names (index = class id)
+    tokenizer: str | None = field(default=None, repr=False)  # tokenizer.json of a byte-level BPE (else None)
 
 
 def _normalise_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -83,13 +84,17 @@ def load_hf_directory(path: Path) -> Checkpoint:
         state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
     else:
         raise CheckpointError(f"{path} has config.json but neither model.safetensors nor pytorch_model.bin")
+    tokenizer = None
     if (path / "vocab.txt").is_file():
         vocab = read_vocab_file(path / "vocab.txt")
     elif (path / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer, models
 
-        tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+        tokenizer = (path / "tokenizer.json").read_text(encoding="utf-8")
+        tok = Tokenizer.from_str(tokenizer)
         vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+        if isinstance(tok.model, models.WordPiece):  # rebuilt from its tokens, as a vocab.txt
+            tokenizer = None
     else:
         vocab = None
     lowercase = True
@@ -104,7 +109,8 @@ def load_hf_directory(path: Path) -> Checkpoint:
     labels = None
     if head == "token_classification" and "id2label" in values:
         labels = [values["id2label"][str(i)] for i in range(len(values["id2label"]))]
-    return Checkpoint(config, _normalise_keys(state), vocab, lowercase, head, num_labels, str(path), labels=labels)
+    return Checkpoint(config, _normalise_keys(state), vocab, lowercase, head, num_labels, str(path), labels=labels,
+                      tokenizer=tokenizer)
 
 
 
@@ -134,7 +140,9 @@ def check_exportable(ckpt: Checkpoint) -> None:
 
 
 def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
-    """Writes ``model.safetensors``, ``config.json``, ``vocab.txt`` and the tokenizer config."""
+    """Writes ``model.safetensors``, ``config.json``, the vocabulary and the tokenizer config: ``vocab.txt``
+    for WordPiece (BertTokenizer), ``tokenizer.json`` alone for a byte-level BPE (no vocab.txt, which
+    cannot hold its merges; transformers' AutoTokenizer loads it as a fast tokenizer)."""
     out = Path(out_dir)
     check_exportable(ckpt)
     if out.exists() and any(out.iterdir()):
@@ -152,10 +160,17 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
         state = {k.removeprefix("bert."): v for k, v in state.items() if k.startswith("bert.")}
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     write_json(out / "config.json", hf_config_dict(ckpt), indent=2, sort_keys=True)
-    if ckpt.vocab:
+    specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                "mask_token": "[MASK]"}
+    if ckpt.tokenizer:
+        (out / "tokenizer.json").write_text(ckpt.tokenizer, encoding="utf-8")
+        write_json(out / "special_tokens_map.json", specials, indent=2)
+        write_json(out / "tokenizer_config.json",
+                   {"do_lower_case": ckpt.lowercase, "tokenizer_class": "PreTrainedTokenizerFast",
+                    "model_max_length": ckpt.config.max_position_embeddings,
+                    "model_input_names": ["input_ids", "token_type_ids", "attention_mask"], **specials}, indent=2)
+    elif ckpt.vocab:
         (out / "vocab.txt").write_text("\n".join(ckpt.vocab) + "\n", encoding="utf-8")
-        specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-                    "mask_token": "[MASK]"}
         write_json(out / "special_tokens_map.json", specials, indent=2)
         write_json(out / "tokenizer_config.json",
                    {"do_lower_case": ckpt.lowercase, "tokenizer_class": "BertTokenizer",
