@@ -1,5 +1,5 @@
-"""What every DataModule shares: a BERT WordPiece tokenizer, its own or one handed over by the run
-(the vocabulary of the checkpoint a task starts from)."""
+"""What every DataModule shares: a tokenizer (BERT's WordPiece or a byte-level BPE), its own or one
+handed over by the run (the tokenizer of the checkpoint a task starts from)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .hashing import files_sha256
 from .loading import LoaderSettings, check_inputs
 from .masking import SpecialIds
 from .sampling import EvaluationSampler, TrainingSampler, process_group
-from .tokenizer import load_vocab_file, save_vocab, tokenizer_from_vocab
+from .tokenizer import checkpoint_tokenizer, load_vocab_file, save_vocab
 
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -84,9 +84,10 @@ class VocabularyDataModule(L.LightningDataModule):
         # the runner fetched missing catalog data sets before (bert_exp.datasets); here they must exist
         check_inputs(self.required_inputs())
 
-    def use_vocabulary(self, tokens: list[str], lowercase: bool = True) -> None:
-        """Tokenize with this vocabulary (a checkpoint's) instead of the configured one."""
-        self._tokenizer = tokenizer_from_vocab(tokens, lowercase)
+    def use_vocabulary(self, tokens: list[str], lowercase: bool = True, serialized: str | None = None) -> None:
+        """Tokenize with this vocabulary (a checkpoint's) instead of the configured one: WordPiece from its
+        tokens, or the whole tokenizer it carries (``serialized``: its tokenizer.json, a byte-level BPE)."""
+        self._tokenizer = checkpoint_tokenizer(tokens, lowercase, serialized)
         self.lowercase = lowercase
 
     def load_tokenizer(self) -> Tokenizer:

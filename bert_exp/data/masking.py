@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .tokenizer import SPECIAL_TOKENS
+
 IGNORE_INDEX = -100
 
 
@@ -62,10 +64,15 @@ class SpecialIds:
     vocab_size: int
 
 
-def continuation_table(vocab: dict[str, int], prefix: str = "##") -> torch.Tensor:
-    """A boolean table over the vocabulary ids: True for WordPiece continuation pieces."""
+def continuation_table(vocab: dict[str, int], prefix: str = "##", byte_level: bool = False) -> torch.Tensor:
+    """A boolean table over the vocabulary ids: True for the pieces that continue a word. WordPiece's
+    start with ``##``; a byte-level BPE marks the other way round, a word's first piece with the space
+    before it ("Ġ"), so every other piece continues (punctuation after a word too, as fairseq's RoBERTa)."""
     table = torch.zeros(max(vocab.values()) + 1, dtype=torch.bool)
-    table[[i for token, i in vocab.items() if token.startswith(prefix)]] = True
+    if byte_level:
+        table[[i for token, i in vocab.items() if not token.startswith("\u0120") and token not in SPECIAL_TOKENS]] = True
+    else:
+        table[[i for token, i in vocab.items() if token.startswith(prefix)]] = True
     return table
 
 

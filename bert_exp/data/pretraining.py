@@ -8,6 +8,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 from tokenizers import Tokenizer
@@ -19,9 +20,14 @@ from .loading import LoaderSettings
 from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
 from .text import CorpusError, detect_format, expand_inputs, iter_documents
 from .tokenizer import (
+    KINDS,
+    VocabularyError,
     atomic_directory,
     load_vocab_file,
     save_vocab,
+    tokenizer_json,
+    tokenizer_kind,
+    train_byte_bpe,
     train_wordpiece,
     vocab_list,
 )
@@ -31,14 +37,33 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TokenizerSpec:
-    """Either ``vocab_file`` (load it) or the settings to train a WordPiece vocabulary on the corpus."""
+    """Either ``vocab_file`` (load it) or the settings to train a vocabulary on the corpus: BERT's
+    WordPiece or RoBERTa's byte-level BPE (``kind``)."""
 
-    vocab_file: str | None = None
+    vocab_file: str | None = None  # a vocab.txt (WordPiece) or a tokenizer.json (either kind)
+    kind: Literal["wordpiece", "byte_bpe"] = "wordpiece"
     vocab_size: int = 30522
     min_frequency: int = 2
-    limit_alphabet: int = 1000
-    lowercase: bool = True
-    strip_accents: bool | None = None  # None: strip when lower-casing, as BERT's uncased models do
+    limit_alphabet: int = 1000  # wordpiece only
+    lowercase: bool | None = None  # None: wordpiece lower-cases (BERT uncased), byte_bpe does not (RoBERTa)
+    strip_accents: bool | None = None  # wordpiece only; None: strip when lower-casing, as BERT's uncased models do
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise VocabularyError(f"data.tokenizer.kind={self.kind!r}: expected one of {', '.join(KINDS)}")
+        if self.kind != "wordpiece" and self.strip_accents:
+            raise VocabularyError("data.tokenizer.strip_accents=true: WordPiece only (byte_bpe keeps every character)")
+        if self.lowercase is None:
+            self.lowercase = self.kind == "wordpiece"
+
+    @property
+    def cache_fields(self) -> dict:
+        """What keys the trained vocabulary's cache: every field (a WordPiece leaves ``kind`` out, the key
+        of the vocabularies trained before there were kinds)."""
+        fields = dict(self.__dict__)
+        if self.kind == "wordpiece":
+            del fields["kind"]
+        return fields
 
 
 INPUT_KEYS = {"path", "doc_boundary", "document_regex"}
@@ -142,14 +167,23 @@ class PretrainingDataModule(VocabularyDataModule):
         """Loads ``vocab_file`` or the cached vocabulary trained on this corpus (training it once)."""
         spec = self.tokenizer_spec
         if spec.vocab_file:
-            return load_vocab_file(spec.vocab_file, spec.lowercase, spec.strip_accents)
-        key = config_key(self.input_key, spec.__dict__, self.settings.encoding_fallback)
-        directory = atomic_directory(self.cache_dir / "tokenizers" / key, self._train_tokenizer)
+            tokenizer = load_vocab_file(spec.vocab_file, spec.lowercase, spec.strip_accents)
+            if tokenizer_kind(tokenizer) != spec.kind:
+                raise VocabularyError(f"data.tokenizer.vocab_file={spec.vocab_file} is a {tokenizer_kind(tokenizer)} "
+                                      f"tokenizer but data.tokenizer.kind={spec.kind} (a byte_bpe is a tokenizer.json)")
+            return tokenizer
+        directory = atomic_directory(self.tokenizer_dir, self._train_tokenizer)
         return Tokenizer.from_file(str(directory / "tokenizer.json"))
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        """Where the vocabulary trained on this corpus is cached (tokenizer.json, and vocab.txt for WordPiece)."""
+        key = config_key(self.input_key, self.tokenizer_spec.cache_fields, self.settings.encoding_fallback)
+        return self.cache_dir / "tokenizers" / key
 
     def _train_tokenizer(self, directory: Path) -> None:
         spec = self.tokenizer_spec
-        log.info("training a WordPiece vocabulary of %d on %d files", spec.vocab_size, len(self.files))
+        log.info("training a %s vocabulary of %d on %d files", spec.kind, spec.vocab_size, len(self.files))
         # decoded text, a document at a time (files are decompressed and decoded as for the cache); the
         # vocabulary depends on the words only, so documents split by the configured boundary are shorter
         # strings and the same vocabulary
@@ -157,13 +191,19 @@ class PretrainingDataModule(VocabularyDataModule):
         sentences = (" ".join(doc) for doc in iter_documents(self.files, s.encoding_fallback, s.doc_boundary,
                                                              s.document_regex, s.line_is_sentence,
                                                              boundaries=s.file_boundaries))
-        tokenizer = train_wordpiece(sentences, spec.vocab_size, spec.min_frequency, spec.limit_alphabet,
-                                    spec.lowercase, spec.strip_accents)
+        if spec.kind == "byte_bpe":
+            tokenizer = train_byte_bpe(sentences, spec.vocab_size, spec.min_frequency, spec.lowercase)
+        else:
+            tokenizer = train_wordpiece(sentences, spec.vocab_size, spec.min_frequency, spec.limit_alphabet,
+                                        spec.lowercase, spec.strip_accents)
         save_vocab(tokenizer, directory)
 
     @property
     def corpus_dir(self) -> Path:
         vocab_hash = config_key(vocab_list(self.tokenizer), self.lowercase)
+        kind = tokenizer_kind(self.tokenizer)
+        if kind != "wordpiece":  # the kind, and the whole tokenizer (a BPE's merges decide its tokens too)
+            vocab_hash = config_key(vocab_hash, kind, tokenizer_json(self.tokenizer))
         settings = dict(self.settings.__dict__)
         for name in ("file_boundaries", "layout"):  # absent from the keys of caches built before they existed
             if settings[name] is None:
@@ -209,10 +249,13 @@ class PretrainingDataModule(VocabularyDataModule):
             self.collator = CausalLMCollator(special, pad_to=pad_to)
             return
         m = self.masking
+        continuation = None
+        if m.whole_word:
+            byte_level = tokenizer_kind(self.tokenizer) != "wordpiece"
+            continuation = continuation_table(self.tokenizer.get_vocab(), byte_level=byte_level)
         self.collator = PretrainingCollator(
             special, m.masked_lm_prob, m.max_predictions_per_seq, pad_to=pad_to, static=static,
-            count_special_tokens=m.count_special_tokens,
-            continuation=continuation_table(self.tokenizer.get_vocab()) if m.whole_word else None,
+            count_special_tokens=m.count_special_tokens, continuation=continuation,
         )
 
     # -- loaders -------------------------------------------------------------------------------

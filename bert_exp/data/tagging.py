@@ -212,7 +212,7 @@ class TaggingDataModule(TrainAndValSetsDataModule):
     # -- encoding ---------------------------------------------------------------------------------
 
     def word_pieces(self, sentences: list[Sentence]) -> list[list[list[int]]]:
-        """For each sentence, the WordPiece ids of each word (``[UNK]`` for a word that yields none)."""
+        """For each sentence, the sub-word ids of each word (``[UNK]`` for a word that yields none)."""
         tokenizer = self.tokenizer
         tokenizer.no_truncation()
         unk = tokenizer.token_to_id("[UNK]")

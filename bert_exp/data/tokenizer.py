@@ -1,7 +1,9 @@
-"""WordPiece tokenizer: trained on the corpus with ``tokenizers``, or loaded from a ``vocab.txt``.
+"""The tokenizers (``tokenizers``): BERT's WordPiece, trained on the corpus or loaded from a ``vocab.txt``,
+or RoBERTa's byte-level BPE (``data.tokenizer.kind=byte_bpe``), saved and loaded whole as ``tokenizer.json``.
 
-The normaliser, pre-tokeniser and post-processor are BERT's, so a vocabulary trained here behaves like
-``BertTokenizerFast`` with the same ``vocab.txt``.
+The WordPiece normaliser, pre-tokeniser and post-processor are BERT's, so a vocabulary trained here behaves
+like ``BertTokenizerFast`` with the same ``vocab.txt``. Both kinds have the same special tokens at the same
+ids and add [CLS]/[SEP] the same way, so everything downstream (instances, masking, heads) takes either.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tokenizers import (
+    AddedToken,
     Tokenizer,
     decoders,
     models,
@@ -26,6 +29,16 @@ from ..errors import UserError
 from .loading import read_utf8
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+KINDS = ("wordpiece", "byte_bpe")
+
+
+def _bert_template(tokenizer: Tokenizer) -> processors.TemplateProcessing | None:
+    """``[CLS] A [SEP]`` and ``[CLS] A [SEP] B [SEP]`` (B of token type 1); None before the ids exist."""
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    if cls is None or sep is None:
+        return None
+    return processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                         special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
 
 
 def _bert_pipeline(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None) -> Tokenizer:
@@ -34,14 +47,32 @@ def _bert_pipeline(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | 
     )
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
-    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    if cls is not None and sep is not None:
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]",
-            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-            special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
-        )
+    template = _bert_template(tokenizer)
+    if template is not None:
+        tokenizer.post_processor = template
     return tokenizer
+
+
+def _byte_level_pipeline(tokenizer: Tokenizer, lowercase: bool) -> Tokenizer:
+    """RoBERTa's byte-level BPE pipeline (GPT-2's bytes-to-characters map and split pattern), nothing
+    normalised unless ``lowercase``. ``add_prefix_space``: every text, and every word of a pre-split
+    sentence (tagging), starts with the space a word has inside a text, so a word is the same tokens
+    wherever it stands (the corpus is encoded a sentence at a time) and its first piece carries the space
+    ("Ġ"), which whole-word masking reads; decoding gives the text with that one space in front. The
+    ByteLevel post-processor trims the spaces off the offsets, so they are character offsets into the
+    original text (SQuAD answers, tagged words)."""
+    tokenizer.normalizer = normalizers.Lowercase() if lowercase else None
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True, trim_offsets=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    template = _bert_template(tokenizer)
+    if template is not None:
+        tokenizer.post_processor = processors.Sequence([processors.ByteLevel(trim_offsets=True), template])
+    return tokenizer
+
+
+def tokenizer_kind(tokenizer: Tokenizer) -> str:
+    """``byte_bpe`` for a BPE model, else ``wordpiece``."""
+    return "byte_bpe" if isinstance(tokenizer.model, models.BPE) else "wordpiece"
 
 
 class VocabularyError(UserError, ValueError):
@@ -49,18 +80,54 @@ class VocabularyError(UserError, ValueError):
 
 
 def load_vocab_file(vocab_file: str | Path, lowercase: bool = True, strip_accents: bool | None = None) -> Tokenizer:
-    """A BERT WordPiece tokenizer from a ``vocab.txt`` (one token per line, line number = id)."""
+    """A BERT WordPiece tokenizer from a ``vocab.txt`` (one token per line, line number = id), or the
+    tokenizer saved whole in a ``tokenizer.json`` (any kind; its own normaliser, the options unused)."""
     vocab_file = Path(vocab_file)
     if not vocab_file.is_file():
         raise VocabularyError(f"vocabulary file {vocab_file} does not exist")
+    whole = vocab_file.suffix == ".json"
     try:
         text = read_utf8(vocab_file)
     except UserError as err:
-        raise VocabularyError(f"vocabulary file {err}") from None
+        raise VocabularyError(f"{'tokenizer' if whole else 'vocabulary'} file {err}") from None
+    if whole:
+        return tokenizer_from_json(text, str(vocab_file))
     tokens = [line.rstrip("\r") for line in text.split("\n")]
     while tokens and not tokens[-1]:
         tokens.pop()
     return tokenizer_from_vocab(tokens, lowercase, strip_accents, str(vocab_file))
+
+
+def tokenizer_from_json(text: str, source: str = "tokenizer.json") -> Tokenizer:
+    """A tokenizer saved whole (``tokenizer.json``), without the truncation or padding it was saved with."""
+    try:
+        tokenizer = Tokenizer.from_str(text)
+    except Exception as err:  # noqa: BLE001  tokenizers raises a bare Exception for a bad file
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        raise VocabularyError(f"{source}: not a tokenizer.json ({reason})") from None
+    missing = [t for t in SPECIAL_TOKENS if tokenizer.token_to_id(t) is None]
+    if missing:
+        raise VocabularyError(f"{source}: vocabulary lacks the special tokens {missing}")
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def tokenizer_json(tokenizer: Tokenizer) -> str | None:
+    """What a checkpoint carries besides its token list: the whole tokenizer (``tokenizer.json``) where the
+    list cannot rebuild it (byte-level BPE: its merges); None for WordPiece, which the list rebuilds."""
+    if tokenizer_kind(tokenizer) == "wordpiece":
+        return None
+    return tokenizer_from_json(tokenizer.to_str()).to_str()
+
+
+def checkpoint_tokenizer(tokens: list[str], lowercase: bool = True, serialized: str | None = None,
+                         source: str = "vocabulary") -> Tokenizer:
+    """The tokenizer a checkpoint was trained with: its ``tokenizer.json`` when it carries one, else the
+    WordPiece tokenizer of its tokens."""
+    if serialized:
+        return tokenizer_from_json(serialized, source)
+    return tokenizer_from_vocab(tokens, lowercase, source=source)
 
 
 def tokenizer_from_vocab(tokens: list[str], lowercase: bool = True, strip_accents: bool | None = None,
@@ -100,18 +167,40 @@ def train_wordpiece(
     return _bert_pipeline(tokenizer, lowercase, strip_accents)  # post-processor now that ids exist
 
 
+def train_byte_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2, lowercase: bool = False) -> Tokenizer:
+    """RoBERTa's byte-level BPE trained on ``texts``: the 256 byte characters first, so any text encodes
+    with no [UNK]. The special tokens keep BERT's names and ids ([PAD] 0 ... [MASK] 4), so the instances,
+    masking and heads take it unchanged; [MASK] takes the space before it, as RoBERTa's <mask> does (so
+    "a [MASK] b" predicts one word with its space)."""
+    tokenizer = Tokenizer(models.BPE())
+    _byte_level_pipeline(tokenizer, lowercase)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=[AddedToken(t, special=True, lstrip=t == "[MASK]") for t in SPECIAL_TOKENS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=True,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    return _byte_level_pipeline(tokenizer, lowercase)  # post-processor now that ids exist
+
+
 def vocab_list(tokenizer: Tokenizer) -> list[str]:
     by_id = sorted(tokenizer.get_vocab(with_added_tokens=True).items(), key=lambda kv: kv[1])
     return [token for token, _ in by_id]
 
 
 def save_vocab(tokenizer: Tokenizer, directory: str | Path) -> Path:
-    """Writes ``vocab.txt`` and ``tokenizer.json`` into ``directory``; returns the vocab path."""
+    """Writes ``tokenizer.json`` and, for WordPiece, ``vocab.txt`` into ``directory`` (a byte-level BPE
+    has no ``vocab.txt``: it cannot hold the merges, and would read as a WordPiece vocabulary); returns
+    the file to load it from (``data.vocab_file`` takes either)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    if tokenizer_kind(tokenizer) != "wordpiece":
+        return directory / "tokenizer.json"
     vocab_path = directory / "vocab.txt"
     vocab_path.write_text("\n".join(vocab_list(tokenizer)) + "\n", encoding="utf-8")
-    tokenizer.save(str(directory / "tokenizer.json"))
     return vocab_path
 
 

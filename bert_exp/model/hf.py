@@ -43,6 +43,7 @@ class Checkpoint:
     source: str = ""
     extra: dict = field(default_factory=dict)
     labels: list[str] | None = None  # token classification: the label names (index = class id)
+    tokenizer: str | None = field(default=None, repr=False)  # tokenizer.json of a byte-level BPE (else None)
 
 
 def _normalise_keys(state: dict[str, torch.Tensor], prefix: str = "bert.") -> dict[str, torch.Tensor]:
@@ -85,15 +86,21 @@ def load_hf_directory(path: Path) -> Checkpoint:
         state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
     else:
         raise CheckpointError(f"{path} has config.json but neither model.safetensors nor pytorch_model.bin")
+    tokenizer = None
     if (path / "vocab.txt").is_file():
         vocab = read_vocab_file(path / "vocab.txt")
     elif (path / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer, models
 
-        tok = Tokenizer.from_file(str(path / "tokenizer.json"))
-        # a WordPiece vocabulary only (ALBERT's SentencePiece pieces are not one: the data's is used)
-        vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])] \
-            if type(tok.model).__name__ == "WordPiece" else None
+        tokenizer = (path / "tokenizer.json").read_text(encoding="utf-8")
+        tok = Tokenizer.from_str(tokenizer)
+        if isinstance(tok.model, models.WordPiece):  # rebuilt from its tokens, as a vocab.txt
+            vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+            tokenizer = None
+        elif isinstance(tok.model, models.BPE):  # ours, byte-level BPE: kept whole
+            vocab = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+        else:  # ALBERT's SentencePiece pieces are not a vocabulary we read: the data's is used
+            vocab, tokenizer = None, None
     else:
         vocab = None
     lowercase = True
@@ -113,8 +120,8 @@ def load_hf_directory(path: Path) -> Checkpoint:
     labels = None
     if head == "token_classification" and "id2label" in values:
         labels = [values["id2label"][str(i)] for i in range(len(values["id2label"]))]
-    return Checkpoint(config, state, vocab, lowercase, head, num_labels, str(path), labels=labels)
-
+    return Checkpoint(config, state, vocab, lowercase, head, num_labels, str(path), labels=labels,
+                      tokenizer=tokenizer)
 
 
 def hf_config_dict(ckpt: Checkpoint) -> dict:
@@ -146,8 +153,10 @@ def check_exportable(ckpt: Checkpoint, family: str = "bert") -> None:
 
 
 def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
-    """Writes ``model.safetensors``, ``config.json``, ``vocab.txt`` and the tokenizer config (for an
-    ELECTRA model also the generator's, into ``generator/``)."""
+    """Writes ``model.safetensors``, ``config.json``, the vocabulary and the tokenizer config: ``vocab.txt``
+    for WordPiece (BertTokenizer), ``tokenizer.json`` alone for a byte-level BPE (no vocab.txt, which
+    cannot hold its merges; transformers' AutoTokenizer loads it as a fast tokenizer). For an ELECTRA
+    model also the generator's, into ``generator/``."""
     out = Path(out_dir)
     family = families.export_family(ckpt.config, ckpt.state_dict)
     check_exportable(ckpt, family)
@@ -176,10 +185,17 @@ def _write_directory(ckpt: Checkpoint, out: Path, state: dict[str, torch.Tensor]
     out.mkdir(parents=True, exist_ok=True)
     save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     write_json(out / "config.json", values, indent=2, sort_keys=True)
-    if ckpt.vocab:
+    specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+                "mask_token": "[MASK]"}
+    if ckpt.tokenizer:
+        (out / "tokenizer.json").write_text(ckpt.tokenizer, encoding="utf-8")
+        write_json(out / "special_tokens_map.json", specials, indent=2)
+        write_json(out / "tokenizer_config.json",
+                   {"do_lower_case": ckpt.lowercase, "tokenizer_class": "PreTrainedTokenizerFast",
+                    "model_max_length": ckpt.config.max_position_embeddings,
+                    "model_input_names": ["input_ids", "token_type_ids", "attention_mask"], **specials}, indent=2)
+    elif ckpt.vocab:
         (out / "vocab.txt").write_text("\n".join(ckpt.vocab) + "\n", encoding="utf-8")
-        specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-                    "mask_token": "[MASK]"}
         write_json(out / "special_tokens_map.json", specials, indent=2)
         write_json(out / "tokenizer_config.json",
                    {"do_lower_case": ckpt.lowercase, "tokenizer_class": "BertTokenizer",

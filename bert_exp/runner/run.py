@@ -30,7 +30,7 @@ from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
 from .validation import RUNNER_TRAINER_KEYS, ConfigError, validate_config
 from .config_tree import show_config
-from ..data.tokenizer import vocab_list
+from ..data.tokenizer import tokenizer_json, vocab_list
 from ..records import write_json
 from ..tools.info import package_versions
 from .run_dir import (
@@ -111,7 +111,7 @@ def build_task_module(cfg: DictConfig, datamodule, vocab: list[str], init=None):
     module = make_module(
         model_config=model_config,
         optim=instantiate(cfg.optim),  # OptimSettings: the optimizer and scheduler factories, no_decay
-        vocabulary=Vocabulary(vocab, datamodule.lowercase),
+        vocabulary=Vocabulary(vocab, datamodule.lowercase, tokenizer_json(datamodule.tokenizer)),
         **(datamodule.module_arguments() if hasattr(datamodule, "module_arguments") else {}),  # tagging: labels
     )
     if init is not None:
@@ -217,7 +217,7 @@ def build_data(cfg: DictConfig, placement, init=None):
     datamodule = instantiate(cfg.data, loader=loader)
     fetch_inputs(datamodule)
     if init is not None and init.vocab:
-        datamodule.use_vocabulary(init.vocab, init.lowercase)
+        datamodule.use_vocabulary(init.vocab, init.lowercase, init.tokenizer)
     return datamodule
 
 

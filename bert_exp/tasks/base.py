@@ -32,10 +32,12 @@ def check_compatible(config: BertConfig, ckpt: Checkpoint) -> None:
 @dataclass
 class Vocabulary:
     """The tokens the model's embedding rows stand for, in order, and whether its input was lower-cased:
-    what a checkpoint carries so that its users tokenize as it was trained (None: not known)."""
+    what a checkpoint carries so that its users tokenize as it was trained (None: not known). ``tokenizer``:
+    the whole tokenizer.json where the tokens cannot rebuild it (a byte-level BPE), else None."""
 
     tokens: list[str] | None = field(default=None, repr=False)
     lowercase: bool = True
+    tokenizer: str | None = field(default=None, repr=False)
 
 
 class BertTask(L.LightningModule):

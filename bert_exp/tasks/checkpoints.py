@@ -23,6 +23,8 @@ def checkpoint_metadata(task) -> dict:
             "num_labels": getattr(task.model, "num_labels", None), "lowercase": task.lowercase}
     if task.vocab is not None:
         meta["vocab"] = task.vocab
+    if task.vocabulary.tokenizer is not None:  # a byte-level BPE: the tokenizer.json its tokens cannot rebuild
+        meta["tokenizer"] = task.vocabulary.tokenizer
     if getattr(task, "labels", None) is not None:  # token classification: the label names
         meta["labels"] = list(task.labels)
     if getattr(task.model, "layers", "last") != "last":  # a tagger's features (which layers), to rebuild it
@@ -52,7 +54,7 @@ def load_lightning(path: Path) -> Checkpoint:
     return Checkpoint(BertConfig.from_dict(ckpt["bert_config"]), state, ckpt.get("vocab"), ckpt.get("lowercase", True),
                       head, ckpt.get("num_labels"), str(path),
                       {"global_step": ckpt.get("global_step"), "layers": ckpt.get("layers", "last")},
-                      ckpt.get("labels"))
+                      ckpt.get("labels"), ckpt.get("tokenizer"))
 
 
 def lightning_checkpoint_path(path: str | Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import torch
@@ -140,8 +141,7 @@ class TokenClassificationModule(BertTask):
         if theirs == self.labels and weight.shape == own_weight.shape:
             return super().initialise_from(ckpt)
         state = {k: v for k, v in ckpt.state_dict.items() if not k.startswith("classifier.")}
-        super().initialise_from(Checkpoint(ckpt.config, state, ckpt.vocab, ckpt.lowercase, ckpt.head,
-                                           ckpt.num_labels, ckpt.source, ckpt.extra, ckpt.labels))
+        super().initialise_from(dataclasses.replace(ckpt, state_dict=state))
         shared = [label for label in self.labels if label in theirs]
         if weight.shape[1] == own_weight.shape[1] and shared:
             with torch.no_grad():

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data.tokenizer import tokenizer_from_vocab
+from ..data.tokenizer import checkpoint_tokenizer
 from ..errors import UserError
 from ..model import BertModel
 
@@ -76,7 +76,7 @@ def load_encoder(source: str | Path):
     missing, _ = model.load_state_dict({k: v for k, v in state.items() if not k.startswith("pooler.")}, strict=False)
     if missing:
         raise UserError(f"{ckpt.source} lacks encoder weights: {missing[:5]}")
-    return model.eval(), tokenizer_from_vocab(ckpt.vocab, ckpt.lowercase, source=ckpt.source), ckpt
+    return model.eval(), checkpoint_tokenizer(ckpt.vocab, ckpt.lowercase, ckpt.tokenizer, source=ckpt.source), ckpt
 
 
 def attentions_for(model: BertModel, tokenizer, text: str, pair: str | None = None,

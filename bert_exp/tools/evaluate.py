@@ -45,9 +45,11 @@ class Source:
 
 
 def vocab_of(path: Path, out: Path) -> Path:
-    """The vocabulary file of a run directory, exported directory or .ckpt (written out for a .ckpt)."""
-    for candidate in (path / "vocab.txt", path.parent.parent / "vocab.txt" if path.suffix == ".ckpt" else None):
-        if candidate is not None and candidate.is_file():
+    """The vocabulary file of a run directory, exported directory or .ckpt (written out for a .ckpt):
+    ``vocab.txt``, or ``tokenizer.json`` for a byte-level BPE (which has no vocab.txt)."""
+    folder = path.parent.parent if path.suffix == ".ckpt" else path
+    for candidate in (folder / "vocab.txt", folder / "tokenizer.json"):
+        if candidate.is_file():
             return candidate
     from ..tasks.checkpoints import load_checkpoint
 
@@ -55,6 +57,10 @@ def vocab_of(path: Path, out: Path) -> Path:
     if not ckpt.vocab:
         raise EvaluateError(f"{path}: no vocabulary to train a scratch model with")
     out.mkdir(parents=True, exist_ok=True)
+    if ckpt.tokenizer:
+        target = out / "tokenizer.json"
+        target.write_text(ckpt.tokenizer, encoding="utf-8")
+        return target
     target = out / "vocab.txt"
     target.write_text("\n".join(ckpt.vocab) + "\n", encoding="utf-8")
     return target

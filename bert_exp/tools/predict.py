@@ -31,7 +31,7 @@ import torch
 
 from ..data.squad import SquadExample, make_features, span_candidates
 from ..data.tagging import windows
-from ..data.tokenizer import tokenizer_from_vocab
+from ..data.tokenizer import checkpoint_tokenizer, tokenizer_kind
 from ..errors import UserError
 from ..metrics.tagging import entities
 from ..model import (
@@ -142,7 +142,8 @@ class Predictor:
         self.model = build_model(self.ckpt)
         if not self.ckpt.vocab:
             raise PredictError(f"{self.ckpt.source} carries no vocabulary (vocab.txt or tokenizer.json)")
-        self.tokenizer = tokenizer_from_vocab(self.ckpt.vocab, self.ckpt.lowercase, source=self.ckpt.source)
+        self.tokenizer = checkpoint_tokenizer(self.ckpt.vocab, self.ckpt.lowercase, self.ckpt.tokenizer,
+                                              source=self.ckpt.source)
         self.tokenizer.no_truncation()
         self.tokenizer.no_padding()
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -272,6 +273,7 @@ class Predictor:
             return list(zip(scores, ids))
 
         results = []
+        byte_level = tokenizer_kind(self.tokenizer) != "wordpiece"
         for n, (f, (scores, ids)) in enumerate(zip(features, self._run(features, fn))):
             text, filled, masks, shift = texts[n], texts[n], [], 0
             positions = [i for i, t in enumerate(f.input_ids) if t == mask_id]
@@ -281,7 +283,11 @@ class Predictor:
                                for s, i in zip(row_scores, row_ids)]
                 masks.append({"position": position, "start": start, "end": end, "predictions": predictions})
                 best = predictions[0]["token"]
-                best = best.removeprefix("##")
+                if byte_level:  # its bytes as text, less the space before it when the text has one already
+                    best = self.tokenizer.decoder.decode([best])
+                    best = best.removeprefix(" ") if start == 0 or text[start - 1].isspace() else best
+                else:
+                    best = best.removeprefix("##")
                 filled = filled[:start + shift] + best + filled[end + shift:]
                 shift += len(best) - (end - start)
             results.append({"text": text, "masks": masks, "filled": filled, **_truncated(notes[n])})

@@ -1,6 +1,6 @@
 """``python -m bert_exp.tokenize SOURCE "text" ["second text"]``: what the model is fed, as a table.
 
-SOURCE is a ``vocab.txt``, a run directory, a ``.ckpt`` or a model directory. Each row is one position:
+SOURCE is a ``vocab.txt`` or ``tokenizer.json``, a run directory, a ``.ckpt`` or a model directory. Each row is one position:
 the WordPiece token, its id, token_type_id (segment A/B of a pair), attention_mask and the characters it
 came from. ``--max-length`` shows what truncation cuts (``--pad`` pads up to it); with a pair and
 ``--doc-stride`` the pair is a SQuAD question and context, cut into the windows training and prediction use.
@@ -17,24 +17,26 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from ..data.squad import SquadExample, make_features
-from ..data.tokenizer import load_vocab_file, tokenizer_from_vocab
+from ..data.tokenizer import checkpoint_tokenizer, load_vocab_file
 from ..errors import UserError
 
 
 def load_tokenizer(source: str | Path, lowercase: bool | None = None) -> tuple[Tokenizer, int | None]:
-    """The tokenizer of a vocab.txt or of a model (and the model's positions, when known)."""
+    """The tokenizer of a vocab.txt, a tokenizer.json or a model (and the model's positions, when known).
+    ``lowercase`` applies to WordPiece vocabularies; a saved tokenizer.json keeps its own normaliser."""
     path = Path(source).expanduser()
-    if path.is_file() and path.suffix == ".txt":
+    if path.is_file() and path.suffix in (".txt", ".json"):
         return load_vocab_file(path, True if lowercase is None else lowercase), None
-    if path.is_dir() and not (path / "config.json").is_file() and (path / "vocab.txt").is_file() \
-            and not (path / "checkpoints").is_dir():
-        return load_vocab_file(path / "vocab.txt", True if lowercase is None else lowercase), None
+    if path.is_dir() and not (path / "config.json").is_file() and not (path / "checkpoints").is_dir():
+        for name in ("vocab.txt", "tokenizer.json"):  # a vocabulary directory (a cache's)
+            if (path / name).is_file():
+                return load_vocab_file(path / name, True if lowercase is None else lowercase), None
     from ..tasks.checkpoints import load_checkpoint
 
     ckpt = load_checkpoint(path)
     if not ckpt.vocab:
         raise UserError(f"{ckpt.source} carries no vocabulary (vocab.txt or tokenizer.json)")
-    tokenizer = tokenizer_from_vocab(ckpt.vocab, ckpt.lowercase if lowercase is None else lowercase,
+    tokenizer = checkpoint_tokenizer(ckpt.vocab, ckpt.lowercase if lowercase is None else lowercase, ckpt.tokenizer,
                                      source=ckpt.source)
     return tokenizer, ckpt.config.max_position_embeddings
 
