@@ -165,11 +165,12 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
     state = {k: v.detach().to("cpu").contiguous() for k, v in ckpt.state_dict.items() if not k.endswith(TIED_KEYS)}
     if ckpt.head in ("question_answering", "token_classification"):  # HuggingFace's have no pooler
         state = {k: v for k, v in state.items() if not k.startswith("bert.pooler.")}
-    if ckpt.head == "token_classification":
-        weight = state.get("classifier.weight")
-        if any(k.startswith("mix_") for k in state) or (weight is not None and weight.shape[1] != ckpt.config.hidden_size):
-            raise CheckpointError(f"{ckpt.source}: a tagger on layers other than the last (task.layers) has no "
-                                  "HuggingFace BertForTokenClassification equivalent; it cannot be exported")
+    weight = state.get("classifier.weight", state.get("qa_outputs.weight"))
+    if (ckpt.extra.get("layers", "last") != "last" or any(k.startswith(("mix_", "lstm.")) for k in state)
+            or (weight is not None and weight.ndim == 2 and weight.shape[1] != ckpt.config.hidden_size)):
+        raise CheckpointError(f"{ckpt.source}: a head on layers other than the last (task.module.layers) or on a "
+                              f"BiLSTM (task.module.head_type) has no HuggingFace {HEADS[ckpt.head]} equivalent; "
+                              "it cannot be exported")
     if family != "bert":
         files = families.export_files(family, ckpt.config, ckpt.head, state, hf_config_dict(ckpt), ckpt.source)
     elif ckpt.head is None:  # a headless BertModel is saved without the "bert." prefix

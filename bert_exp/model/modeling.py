@@ -14,6 +14,7 @@ from torch import nn
 
 from .config import BertConfig
 from .dropout import Dropout, dropout
+from .features import LAYER_CHOICES, LayerFeatures, sentence_token
 
 
 def _activation(name: str):
@@ -217,13 +218,7 @@ class BertPooler(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
     def forward(self, sequence_output: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        if not self.causal:
-            return torch.tanh(self.dense(sequence_output[:, 0]))
-        batch, length = sequence_output.shape[:2]
-        last = (attention_mask.long().sum(dim=1) - 1).clamp(min=0) if attention_mask is not None \
-            else torch.full((batch,), length - 1, device=sequence_output.device)
-        token = sequence_output[torch.arange(batch, device=sequence_output.device), last]
-        return torch.tanh(self.dense(token))
+        return torch.tanh(self.dense(sentence_token(sequence_output, attention_mask, self.causal)))
 
 
 class BertPreTrainedModel(nn.Module):
@@ -376,83 +371,99 @@ class BertForPreTraining(BertPreTrainedModel):
         return self.cls.predictions(sequence_output), self.cls.seq_relationship(pooled)
 
 
-class BertForSequenceClassification(BertPreTrainedModel):
-    """Dropout + linear on the pooled [CLS]; ``num_labels == 1`` is regression."""
+class BertForSequenceClassification(LayerFeatures, BertPreTrainedModel):
+    """Dropout + linear on the pooled [CLS]; ``num_labels == 1`` is regression. With ``layers`` other than
+    ``last`` (feature-based use, :mod:`bert_exp.model.features`) the head reads that combination of layers
+    at [CLS] (the last token on a causal model) directly, without the pooler, which was trained on the
+    last layer only."""
 
-    def __init__(self, config: BertConfig, num_labels: int = 2, classifier_dropout: float | None = None):
-        super().__init__()
-        self.config = config
-        self.num_labels = num_labels
-        self.bert = BertModel(config)
-        p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
-        self.dropout = Dropout(p)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        self.init_weights()
-
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
-        _, pooled = self.bert(input_ids, token_type_ids, attention_mask)
-        return self.classifier(self.dropout(pooled))
-
-
-class BertForQuestionAnswering(BertPreTrainedModel):
-    """Linear span head (start, end) on every token; no pooler, as HuggingFace's."""
-
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.config = config
-        self.bert = BertModel(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
-        self.init_weights()
-
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
-        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
-        start, end = self.qa_outputs(sequence_output).unbind(-1)
-        return start, end
-
-
-LAYER_CHOICES = ("last", "second_to_last", "sum_last_4", "concat_last_4", "all")
-
-
-class BertForTokenClassification(BertPreTrainedModel):
-    """Dropout + linear on every token; no pooler, as HuggingFace's. ``layers`` chooses the features:
-    ``last`` (HuggingFace's model, the only one that exports), ``second_to_last``, ``sum_last_4``,
-    ``concat_last_4`` (4 x hidden wide) or ``all`` (a learned softmax-weighted scalar mix of the
-    embeddings and every layer, times a learned scale), all from one forward pass."""
+    reads_pooler = True
 
     def __init__(self, config: BertConfig, num_labels: int = 2, classifier_dropout: float | None = None,
                  layers: str = "last"):
         super().__init__()
-        if layers not in LAYER_CHOICES:
-            raise ValueError(f"layers: {layers!r} is not one of {LAYER_CHOICES}")
         self.config = config
         self.num_labels = num_labels
-        self.layers = layers
+        self._init_layer_features(config, layers)
+        self.bert = BertModel(config)
+        p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
+        self.dropout = Dropout(p)
+        self.classifier = nn.Linear(self.feature_width, num_labels)
+        self.init_weights()
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+        features, pooled = self.encode(input_ids, token_type_ids, attention_mask)
+        if self.layers != "last":
+            pooled = sentence_token(features, attention_mask, self.config.causal)
+        return self.classifier(self.dropout(pooled))
+
+
+class BertForQuestionAnswering(LayerFeatures, BertPreTrainedModel):
+    """Linear span head (start, end) on every token; no pooler, as HuggingFace's. ``layers``: the
+    features it reads (:mod:`bert_exp.model.features`)."""
+
+    def __init__(self, config: BertConfig, layers: str = "last"):
+        super().__init__()
+        self.config = config
+        self._init_layer_features(config, layers)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(self.feature_width, 2)
+        self.init_weights()
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+        features, _ = self.encode(input_ids, token_type_ids, attention_mask)
+        start, end = self.qa_outputs(features).unbind(-1)
+        return start, end
+
+
+TAGGER_HEADS = ("linear", "bilstm")
+
+
+class BertForTokenClassification(LayerFeatures, BertPreTrainedModel):
+    """Dropout + linear on every token; no pooler, as HuggingFace's. ``layers`` chooses the features
+    (:mod:`bert_exp.model.features`; only ``last`` exports). ``head_type="bilstm"``: the paper's feature-based
+    tagger, a two-layer bidirectional LSTM of ``lstm_size`` units each way (default: the hidden size)
+    between the features and the linear layer."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, classifier_dropout: float | None = None,
+                 layers: str = "last", head_type: str = "linear", lstm_size: int | None = None):
+        super().__init__()
+        if head_type not in TAGGER_HEADS:
+            raise ValueError(f"head_type: {head_type!r} is not one of {TAGGER_HEADS}")
+        self.config = config
+        self.num_labels = num_labels
+        self.head_type = head_type
+        self._init_layer_features(config, layers)
         self.bert = BertModel(config, add_pooling_layer=False)
         p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
         self.dropout = Dropout(p)
-        width = config.hidden_size * (4 if layers == "concat_last_4" else 1)
+        width = self.feature_width
+        if head_type == "bilstm":
+            self.lstm = nn.LSTM(width, lstm_size or config.hidden_size, num_layers=2, bidirectional=True,
+                                batch_first=True)
+            width = 2 * self.lstm.hidden_size
         self.classifier = nn.Linear(width, num_labels)
-        if layers == "all":
-            self.mix_weights = nn.Parameter(torch.zeros(config.num_hidden_layers + 1))
-            self.mix_scale = nn.Parameter(torch.ones(()))
         self.init_weights()
 
     def features(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
-        if self.layers == "last":
-            return self.bert(input_ids, token_type_ids, attention_mask)[0]
-        hidden = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states=True)[2]
-        if self.layers == "second_to_last":
-            return hidden[-2]
-        if self.layers == "sum_last_4":
-            return torch.stack(hidden[-4:]).sum(0)
-        if self.layers == "concat_last_4":
-            return torch.cat(hidden[-4:], dim=-1)
-        weights = torch.softmax(self.mix_weights, dim=0)
-        return self.mix_scale * torch.einsum("l,lbsh->bsh", weights.to(hidden[0].dtype), torch.stack(hidden))
+        return self.encode(input_ids, token_type_ids, attention_mask)[0]
+
+    def _bilstm(self, features: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """The LSTM over each sequence's real tokens only (packed), padding positions left at zero."""
+        if attention_mask is None:
+            return self.lstm(features.float())[0]
+        lengths = attention_mask.sum(1).clamp(min=1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(features.float(), lengths, batch_first=True, enforce_sorted=False)
+        output, _ = self.lstm(packed)
+        return nn.utils.rnn.pad_packed_sequence(output, batch_first=True, total_length=features.shape[1])[0]
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
         """Logits [batch, seq, num_labels]."""
-        return self.classifier(self.dropout(self.features(input_ids, token_type_ids, attention_mask)))
+        features = self.features(input_ids, token_type_ids, attention_mask)
+        if self.head_type == "bilstm":
+            with torch.autocast(features.device.type, enabled=False):  # LSTMs in fp32 (no bf16 CPU kernel)
+                features = self._bilstm(features, attention_mask)
+        return self.classifier(self.dropout(features))
 
 
 class BertForMaskedLM(BertPreTrainedModel):

@@ -40,6 +40,9 @@ class Vocabulary:
     tokenizer: str | None = field(default=None, repr=False)
 
 
+ENCODER_MODES = ("finetune", "frozen")
+
+
 class BertTask(L.LightningModule):
     # the head written into checkpoints (bert_exp.model.hf.HEADS): a stable name, not the class name
     head: str | None = None
@@ -56,6 +59,32 @@ class BertTask(L.LightningModule):
         self.optim = optim
         self.vocabulary = vocabulary if vocabulary is not None else Vocabulary()
         self.config: BertConfig  # set by subclasses
+
+    def use_encoder(self, mode: str) -> None:
+        """``finetune`` trains everything; ``frozen`` (the feature-based approach) trains only the task's
+        head: the encoder gets no gradient, its activations are not kept for a backward pass, and its
+        dropout is off (a fixed feature extractor). Either way, parameters the head never reads
+        (``model.unreached_prefixes()``) are frozen too."""
+        if mode not in ENCODER_MODES:
+            raise ValueError(f"task.module.encoder: {mode!r} is not one of {ENCODER_MODES}")
+        self.encoder_mode = mode
+        if mode == "frozen":
+            self.model.bert.requires_grad_(False)
+        self.freeze_parameters(self.model.unreached_prefixes())
+
+    def freeze_parameters(self, prefixes: tuple[str, ...]) -> None:
+        """No gradient for the model's parameters under these name prefixes: the ones no loss reaches, so
+        that DDP (which waits for a gradient of every trainable parameter) does not stop at the second
+        step. The optimizer never changed them anyway."""
+        for name, param in self.model.named_parameters():
+            if prefixes and name.startswith(prefixes):
+                param.requires_grad_(False)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if getattr(self, "encoder_mode", "finetune") == "frozen":
+            self.model.bert.eval()  # a frozen encoder is a fixed feature extractor: no dropout
+        return self
 
     @property
     def vocab(self) -> list[str] | None:

@@ -38,7 +38,7 @@ class ClassificationModule(BertTask):
     on every validation set and logged as ``val/<set>/<metric>``; the first set is also ``val/<metric>``."""
 
     head = "classification"
-    head_prefixes = ("classifier.",)
+    head_prefixes = ("classifier.", "mix_")
 
     def __init__(
         self,
@@ -49,11 +49,16 @@ class ClassificationModule(BertTask):
         classifier_dropout: float | None = None,
         metrics: list[str] = ["acc"],
         val_sets: list[str] = ["dev"],
+        encoder: str = "finetune",
+        layers: str = "last",
     ):
+        """``encoder=frozen`` trains only the classifier, on the features ``layers`` chooses (the
+        feature-based approach; :mod:`bert_exp.model.features`)."""
         super().__init__(optim, vocabulary)
         self.config = model_config
         self.num_labels = num_labels
-        self.model = BertForSequenceClassification(model_config, num_labels, classifier_dropout)
+        self.model = BertForSequenceClassification(model_config, num_labels, classifier_dropout, layers)
+        self.use_encoder(encoder)
         self.val_sets = list(val_sets)
         self.val_metrics = nn.ModuleList(build_metrics(list(metrics), num_labels) for _ in self.val_sets)
 

@@ -111,11 +111,19 @@ class PretrainingModule(BertTask):
             self.model = ElectraForPreTraining(model_config, generator_size)
         else:
             self.model = BertForPreTraining(model_config)
+        self.freeze_parameters(self.unreached_prefixes())
         self.val_mlm_loss = MeanMetric()
         self.val_mlm_acc = MeanMetric()
         self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
         self.val_rtd_loss = MeanMetric()
         self.val_rtd_acc = MeanMetric()
+
+    def unreached_prefixes(self) -> tuple[str, ...]:
+        """Parameters no loss of this objective reaches: the pooler, and the NSP head where there is no
+        sentence task (mlm, clm), or ELECTRA's discriminator pooler."""
+        if self.objective == "electra":
+            return ("bert.pooler.",)
+        return () if self.nsp else ("bert.pooler.", "cls.seq_relationship.")
 
     def forward(self, batch: dict[str, torch.Tensor]):
         return self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],

@@ -39,17 +39,22 @@ class QuestionAnsweringModule(BertTask):
     ``predictions.json`` (and ``null_odds.json`` for v2.0) in the run directory."""
 
     head = "question_answering"
-    head_prefixes = ("qa_outputs.",)
+    head_prefixes = ("qa_outputs.", "mix_")
 
     def __init__(
         self,
         model_config: BertConfig,
         optim: OptimSettings,
         vocabulary: Vocabulary | None = None,
+        encoder: str = "finetune",
+        layers: str = "last",
     ):
+        """``encoder=frozen`` trains only the span head, on the features ``layers`` chooses (the
+        feature-based approach; :mod:`bert_exp.model.features`)."""
         super().__init__(optim, vocabulary)
         self.config = model_config
-        self.model = BertForQuestionAnswering(model_config)
+        self.model = BertForQuestionAnswering(model_config, layers)
+        self.use_encoder(encoder)
         self._outputs: list[tuple[int, np.ndarray, np.ndarray]] = []
         self.evaluator = None  # handed over by the runner: bert_exp.data.squad.SquadEvaluator
 

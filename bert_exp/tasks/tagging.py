@@ -17,7 +17,6 @@ from .optim import OptimSettings
 
 log = logging.getLogger(__name__)
 METRICS = ("entity_f1", "accuracy")
-ENCODER_MODES = ("finetune", "frozen")
 
 
 class TokenClassificationModule(BertTask):
@@ -26,10 +25,11 @@ class TokenClassificationModule(BertTask):
     (CoNLL entity rules), ``metric=accuracy`` logs ``val/<set>/accuracy`` (words); the first set is
     also logged without its name (``val/f1``, ``val/accuracy``).
 
-    ``encoder=frozen`` trains only the head (feature-based use), on the features ``layers`` chooses."""
+    ``encoder=frozen`` trains only the head (feature-based use), on the features ``layers`` chooses;
+    ``head_type=bilstm`` puts the paper's two-layer BiLSTM under the linear layer."""
 
     head = "token_classification"
-    head_prefixes = ("classifier.", "mix_")
+    head_prefixes = ("classifier.", "mix_", "lstm.")
 
     def __init__(
         self,
@@ -42,6 +42,8 @@ class TokenClassificationModule(BertTask):
         classifier_dropout: float | None = None,
         encoder: str = "finetune",
         layers: str = "last",
+        head_type: str = "linear",
+        lstm_size: int | None = None,
         val_sets: list[str] = ["dev"],
     ):
         super().__init__(optim, vocabulary)
@@ -51,24 +53,16 @@ class TokenClassificationModule(BertTask):
             raise ValueError(f"task.module.metric: {metric!r} is not one of {METRICS}")
         if scheme not in SCHEMES:
             raise ValueError(f"task.module.scheme: {scheme!r} is not one of {SCHEMES}")
-        if encoder not in ENCODER_MODES:
-            raise ValueError(f"task.module.encoder: {encoder!r} is not one of {ENCODER_MODES}")
         if layers not in LAYER_CHOICES:
             raise ValueError(f"task.module.layers: {layers!r} is not one of {LAYER_CHOICES}")
         self.config = model_config
         self.labels = list(labels)
-        self.metric, self.scheme, self.encoder_mode = metric, scheme, encoder
-        self.model = BertForTokenClassification(model_config, len(self.labels), classifier_dropout, layers)
-        if encoder == "frozen":
-            self.model.bert.requires_grad_(False)
+        self.metric, self.scheme = metric, scheme
+        self.model = BertForTokenClassification(model_config, len(self.labels), classifier_dropout, layers,
+                                                head_type, lstm_size)
+        self.use_encoder(encoder)
         self.val_sets = list(val_sets)
         self._outputs: list[dict] = []
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        if self.encoder_mode == "frozen":  # a frozen encoder is a fixed feature extractor: no dropout
-            self.model.bert.eval()
-        return self
 
     def forward(self, batch):
         return self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])

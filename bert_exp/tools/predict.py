@@ -64,23 +64,33 @@ def _model_source(source: str | Path) -> Path:
     return path
 
 
+def feature_layers(ckpt: Checkpoint) -> str:
+    """Which layers the head reads (task.module.layers), as recorded; checkpoints written before it was
+    recorded tell the two wider heads by their weights."""
+    state = ckpt.state_dict
+    if "mix_weights" in state:
+        return "all"
+    weight = state.get("classifier.weight", state.get("qa_outputs.weight"))
+    if weight is not None and weight.ndim == 2 and weight.shape[1] == 4 * ckpt.config.hidden_size \
+            and "lstm.weight_ih_l0" not in state:
+        return "concat_last_4"
+    return ckpt.extra.get("layers") or "last"
+
+
 def build_model(ckpt: Checkpoint) -> torch.nn.Module:
     """The checkpoint's model with its head, weights loaded; a missing weight is an error."""
     config = ckpt.config
+    layers = feature_layers(ckpt)
     if ckpt.head == "pretraining":
         model = BertForPreTraining(config)
     elif ckpt.head == "classification":
-        model = BertForSequenceClassification(config, ckpt.num_labels or 2)
+        model = BertForSequenceClassification(config, ckpt.num_labels or 2, layers=layers)
     elif ckpt.head == "question_answering":
-        model = BertForQuestionAnswering(config)
+        model = BertForQuestionAnswering(config, layers=layers)
     elif ckpt.head == "token_classification":
-        state = ckpt.state_dict
-        layers = ckpt.extra.get("layers") or "last"
-        if "mix_weights" in state:
-            layers = "all"
-        elif "classifier.weight" in state and state["classifier.weight"].shape[1] == 4 * config.hidden_size:
-            layers = "concat_last_4"
-        model = BertForTokenClassification(config, ckpt.num_labels or len(ckpt.labels or []) or 2, layers=layers)
+        model = BertForTokenClassification(config, ckpt.num_labels or len(ckpt.labels or []) or 2, layers=layers,
+                                           head_type=ckpt.extra.get("head_type") or "linear",
+                                           lstm_size=ckpt.extra.get("lstm_size"))
     else:
         raise PredictError(f"{ckpt.source} is an encoder without a task head ({HEADS[ckpt.head]}): there is "
                            "nothing to predict; fine-tune it first (python -m bert_exp.tokenize and "
