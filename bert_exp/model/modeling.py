@@ -542,5 +542,29 @@ def num_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
+def parameter_counts(model: nn.Module) -> dict[str, int]:
+    """Parameters by part, each counted once: ``embeddings`` (word, position and token-type embeddings,
+    their LayerNorm, and ALBERT's projection to the hidden size), ``encoder`` (the layers), ``heads``
+    (pooler, task heads, an ELECTRA generator: the rest), ``total`` and ``trainable``. BERT-base's
+    embeddings are 23,837,184, ALBERT-base's (E=128, vocabulary 30,000) 4,005,120."""
+    bert = model.bert if hasattr(model, "bert") else model
+    seen: set[int] = set()
+
+    def count(params) -> int:
+        total = 0
+        for p in params:
+            if id(p) not in seen:
+                seen.add(id(p))
+                total += p.numel()
+        return total
+
+    projection = getattr(bert.encoder, "embedding_hidden_mapping_in", None)
+    embeddings = count(bert.embeddings.parameters()) + (count(projection.parameters()) if projection else 0)
+    encoder = count(bert.encoder.parameters())
+    heads = count(model.parameters())
+    return {"total": embeddings + encoder + heads, "embeddings": embeddings, "encoder": encoder, "heads": heads,
+            "trainable": sum(p.numel() for p in {id(p): p for p in model.parameters() if p.requires_grad}.values())}
+
+
 __all__ = ["BertModel", "BertForPreTraining", "BertForMaskedLM", "ElectraForPreTraining", "generator_config", "BertForSequenceClassification", "BertForQuestionAnswering",
-           "BertForTokenClassification", "gather_positions", "num_parameters"]
+           "BertForTokenClassification", "gather_positions", "num_parameters", "parameter_counts"]

@@ -48,7 +48,7 @@ from .run_dir import (
 )
 from .ranks import is_global_rank_zero
 from ..errors import UserError
-from ..model import num_parameters
+from ..model import num_parameters, parameter_counts
 from ..tasks.base import Vocabulary
 from ..tasks.checkpoints import lightning_checkpoint_path, load_checkpoint
 from .placement import check_combination, derive_placement, resolve_precision
@@ -286,6 +286,7 @@ class RunRecord:
                      "accumulate_grad_batches": trainer.accumulate_grad_batches},
             "data_checksums": datamodule.data_checksums,
             "num_parameters": num_parameters(module.model),
+            "parameters": parameter_counts(module.model),  # by part: embeddings, encoder, heads, trainable
             "resumed_from": str(job.ckpt_path) if job.ckpt_path else None,
             "initialised_from": init.source if init is not None else None,
             "monitor": cfg.task.monitor,

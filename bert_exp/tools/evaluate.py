@@ -28,7 +28,7 @@ TASKS = {
     "sst2": ("val/acc", "SST-2 acc", 100.0),
     "cola": ("val/mcc", "CoLA MCC", 100.0),
     "squad": ("val/f1", "SQuAD-local F1", 1.0),
-    "pos": ("val/accuracy", "UD POS acc", 100.0),
+    "pos": ("val/test/accuracy", "UD POS test acc", 100.0),  # ParTUT has a test set: scored there, not on dev
 }
 DEFAULT_TASKS = ("sst2", "cola", "squad")
 

@@ -44,6 +44,8 @@ def test_pretrain_tiny_learns(first_run):
     assert metrics["val/mlm_acc"] > 0.05
     assert info["throughput"]["tokens_per_sec"] > 0
     assert info["num_parameters"] > 1e6 and info["config"]["experiment_name"] == "pretrain_tiny"
+    parts = info["parameters"]  # by part, counted once each
+    assert parts["total"] == info["num_parameters"] == parts["embeddings"] + parts["encoder"] + parts["heads"]
     assert len(info["data_checksums"]) == 136 and all(len(v) == 64 for v in info["data_checksums"].values())
     assert info["versions"]["torch"] and info["versions"]["lightning"]
     report = info["data_report"]  # what the corpus cache holds and what truncation left out

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from bert_exp.model import BertConfig, BertForPreTraining, BertForSequenceClassification, BertModel
+from bert_exp.model import BertConfig, BertForPreTraining, BertForSequenceClassification, BertModel, parameter_counts
 from bert_exp.model.hf import Checkpoint, CheckpointError, hf_config_dict, save_hf_directory
 from bert_exp.tasks import OptimSettings
 
@@ -15,22 +15,22 @@ def tiny(**kw) -> BertConfig:
 
 
 def embedding_parameters(config: BertConfig) -> int:
-    """Word, position and token-type embeddings, their LayerNorm, and ALBERT's projection to the hidden size."""
-    model = BertModel(config, add_pooling_layer=False)
-    count = sum(p.numel() for p in model.embeddings.parameters())
-    if config.embedding_size is not None:
-        count += sum(p.numel() for p in model.encoder.embedding_hidden_mapping_in.parameters())
-    return count
+    """Word, position and token-type embeddings, their LayerNorm, and ALBERT's projection to the hidden
+    size, as run.json reports them (``parameters.embeddings``)."""
+    return parameter_counts(BertForPreTraining(config))["embeddings"]
 
 
 def test_embedding_parameter_counts_of_bert_base_and_albert_base():
     # BERT-base: 30522x768 + 512x768 + 2x768 + LayerNorm 2x768
+    assert 30522 * 768 + 512 * 768 + 2 * 768 + 2 * 768 == 23_837_184
     assert embedding_parameters(BertConfig(num_hidden_layers=1)) == 23_837_184
     # ALBERT-base (E=128, vocabulary 30000): 30000x128 + 512x128 + 2x128 + LayerNorm 2x128 = 3,906,048,
     # plus the projection 128x768 + 768 = 99,072
     albert = BertConfig(vocab_size=30000, embedding_size=128, num_hidden_layers=1)
-    assert embedding_parameters(albert) == 4_005_120
-    assert embedding_parameters(albert) - 128 * 768 - 768 == 3_906_048
+    assert embedding_parameters(albert) == 4_005_120 == 3_906_048 + 128 * 768 + 768
+    counts = parameter_counts(BertForPreTraining(albert))
+    assert counts["total"] == counts["embeddings"] + counts["encoder"] + counts["heads"]
+    assert counts["total"] == sum(p.numel() for p in BertForPreTraining(albert).parameters())
 
 
 def test_factorised_embedding_shapes_and_tied_decoder():

@@ -69,3 +69,20 @@ def test_suite_runs_a_checkpoint_and_scratch_in_its_shape(data_dir, tmp_path, mo
     capsys.readouterr()
     assert main(args) == 0  # everything finished: nothing runs again
     assert "evaluate: tiny cola seed" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("task", ["sst2", "cola", "squad", "pos"])
+def test_each_task_scores_a_set_its_recipe_validates_on(task, tmp_path):
+    """The metric the table reads is one the task's recipe logs: POS on its test set (val/test/...), the
+    others on their first validation set."""
+    from bert_exp.tools.evaluate import TASKS
+    from helpers import compose_config
+
+    cfg = compose_config([f"+experiment=suite_{task}", f"task.init_from={tmp_path}"], run_dir=tmp_path)
+    metric = TASKS[task][0]
+    assert metric.startswith("val/")
+    parts = metric.split("/")
+    if len(parts) == 3:  # val/<set>/<metric>
+        assert parts[1] in cfg.data.val_files and parts[1] == "test"
+    else:
+        assert metric == cfg.task.monitor
