@@ -25,3 +25,22 @@ def test_evaluate_stage_names_only_earlier_stages(tmp_path):
                          tmp_path)
     with pytest.raises(ConfigError, match="later is not an earlier stage"):
         evaluate_command(cfg, "evaluate", tmp_path, [])
+
+
+def test_objective_ablation_pretrains_each_objective_on_one_budget_then_scores_all(tmp_path):
+    from hydra import initialize_config_dir
+
+    from bert_exp.resources import resource_dir
+    from bert_exp.runner.pipeline import check_stages
+
+    cfg = compose_config(["+experiment=pipeline_ablation_objectives", "ablation_budget=3m"], tmp_path)
+    with initialize_config_dir(version_base="1.3", config_dir=str(resource_dir("conf"))):
+        stages = check_stages(cfg, tmp_path, [])  # every stage composes and validates
+    objectives = ["mlm_nsp", "mlm", "clm", "mlm_sop", "electra"]
+    assert list(stages) == [*objectives, "evaluate"]
+    for name in objectives:
+        assert f"objective={name}" in stages[name] and "trainer.budget=3m" in stages[name]
+        assert "+experiment=pretrain_budget" in stages[name]
+    command = stages["evaluate"]
+    assert command[2:8] == [f"{name}={tmp_path / name}" for name in objectives] + [f"scratch=scratch:{tmp_path / 'mlm'}"]
+    assert command[command.index("--tasks") + 1:command.index("--tasks") + 3] == ["sst2", "cola"]
