@@ -1,5 +1,5 @@
 """``+experiment=pipeline_tiny`` under DDP on CPU (gloo, two processes per stage): pre-training, then
-CoLA and SQuAD from its checkpoint, in one W&B group. Each DDP run has one output directory and one
+CoLA, SQuAD and (a stage added on the command line) POS tagging from its checkpoint, in one W&B group. Each DDP run has one output directory and one
 log, and its evaluation equals a single-process evaluation of the same checkpoint exactly (no example
 repeated or dropped by the sharding)."""
 
@@ -21,6 +21,11 @@ STAGES = [
     '"trainer.limit_val_batches=2"]',
     'pipeline.cola.overrides=["trainer.max_steps=4"]',
     'pipeline.squad.overrides=["trainer.max_steps=3","+data.limit_val_examples=40"]',
+    # a tagging stage added on the command line, feature-based on the second-to-last layer: its last layer
+    # gets no gradient, which DDP accepts only because such parameters are frozen
+    "+pipeline.pos.experiment=pos_tiny", "+pipeline.pos.init_from=pretrain",
+    '+pipeline.pos.overrides=["trainer.max_steps=3","data.limit_train_examples=48","data.limit_val_examples=16",'
+    '"task.module.layers=second_to_last"]',
 ]
 
 
@@ -45,14 +50,14 @@ def stage_info(run_dir, stage):
 def test_pipeline_fine_tunes_from_its_pretraining_in_one_wandb_group(pipeline):
     run_dir, _ = pipeline
     results = json.loads((run_dir / "pipeline.json").read_text())
-    assert list(results) == ["pretrain", "cola", "squad"]
+    assert list(results) == ["pretrain", "cola", "squad", "pos"]
     assert all(r["status"] == "finished" and r["value"] is not None for r in results.values())
     pretrain_ckpt = str(run_dir / "pretrain" / "checkpoints" / "last.ckpt")
-    for stage in ("cola", "squad"):
+    for stage in ("cola", "squad", "pos"):
         assert stage_info(run_dir, stage)["initialised_from"] == pretrain_ckpt  # handed over by path
     wandb_runs = [offline_run(run_dir / stage) for stage in results]
     assert {w["group"] for w in wandb_runs} == {"pipeline_tiny"}
-    assert [w["job_type"] for w in wandb_runs] == ["pretraining", "cola", "squad"]
+    assert [w["job_type"] for w in wandb_runs] == ["pretraining", "cola", "squad", "pos"]
 
 
 def test_report_of_a_pipeline_and_its_runs(pipeline):
@@ -73,13 +78,16 @@ def test_report_names_a_directory_it_cannot_read(tmp_path, capsys):
 
 def test_ddp_runs_have_one_output_directory_and_one_log_each(pipeline):
     run_dir, _ = pipeline
-    for stage in ("pretrain", "cola", "squad"):
+    for stage in ("pretrain", "cola", "squad", "pos"):
         info = stage_info(run_dir, stage)
         assert info["host"]["world_size"] == 2 and info["status"] == "finished"
     runs = [p for p in run_dir.rglob("run.json") if "wandb" not in p.parts]  # (W&B keeps a copy of its own)
-    assert sorted(p.parent.name for p in runs) == ["cola", "pretrain", "squad"]
+    assert sorted(p.parent.name for p in runs) == ["cola", "pos", "pretrain", "squad"]
     logs = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*.log") if "wandb" not in p.parts)
-    assert logs == ["bert_exp.log", "cola/bert_exp.log", "pretrain/bert_exp.log", "squad/bert_exp.log"]
+    assert logs == ["bert_exp.log", "cola/bert_exp.log", "pos/bert_exp.log", "pretrain/bert_exp.log",
+                    "squad/bert_exp.log"]
+    pos = stage_info(run_dir, "pos")  # the last layer, never read, was frozen rather than left to stall DDP
+    assert pos["parameters"]["trainable"] < pos["parameters"]["total"]
     assert stage_info(run_dir, "pretrain")["host"]["device_batch_size"] == 16  # global 32 over two processes
 
 
@@ -125,7 +133,7 @@ def test_rerunning_a_pipeline_skips_finished_stages_and_resumes_an_interrupted_o
     result = run_cli(["+experiment=pipeline_tiny", "hardware=ddp_cpu", "trainer.log_every_n_steps=1", *STAGES,
                       f"hydra.run.dir={run_dir}"], env=env, timeout=300)  # (a process left behind would wait)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("finished earlier, skipped") == 2
+    assert result.stdout.count("finished earlier, skipped") == 3
     assert [(run_dir / s / "run.json").stat().st_mtime_ns for s in ("pretrain", "squad")] == stamps
     # both DDP processes continued from cola's last.ckpt, in place, as the same W&B run
     resumed = stage_info(run_dir, "cola")
