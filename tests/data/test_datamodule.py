@@ -152,3 +152,19 @@ def test_whole_word_masking_on_the_real_vocabulary(data_dir, cache_dir):
     pieces = table[original][:, 1:] & after_a_word  # a ## piece continuing the word before it
     assert pieces.any()  # words of several pieces occur
     assert torch.equal(chosen[:, 1:][pieces], chosen[:, :-1][pieces]), "a piece masked apart from its word"
+
+
+def test_a_prediction_cap_below_the_masking_rate_is_named(tmp_path, caplog):
+    """Sequences of 256 with the default cap of 20 predictions would mask 8 %, not 15 %: said, not silent."""
+    def build(length, cap):
+        caplog.clear()
+        PretrainingDataModule(files=[str(tmp_path)], tokenizer=TokenizerSpec(vocab_size=100), cache_dir=str(tmp_path),
+                              instances=InstanceSettings(max_seq_length=length),
+                              masking=MaskingSettings(max_predictions_per_seq=cap))
+        return [r.getMessage() for r in caplog.records if "max_predictions_per_seq" in r.getMessage()]
+
+    with caplog.at_level("WARNING", logger="bert_exp.data"):
+        assert build(128, 20) == []  # BERT's phase 1: 15 % of 126 is 19
+        assert build(512, 80) == []  # and phase 2
+        (message,) = build(256, 20)
+        assert "max_predictions_per_seq=20" in message and "7.9 %" in message and "about 39" in message

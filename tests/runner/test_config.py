@@ -115,7 +115,7 @@ def test_help_lists_groups_and_presets_with_descriptions():
     for name in presets:  # every preset, each with its one-line description
         line = next(line for line in out.splitlines() if line.strip().startswith(name + " "))
         assert len(line.split(None, 1)[1]) > 15, line
-    assert "pretrain_tiny          BERT-tiny (L2/H128) MLM+NSP" in out
+    assert re.search(r"^  pretrain_tiny +BERT-tiny \(L2/H128\) MLM\+NSP", out, re.M)
     assert re.search(r"^  model +base, from_checkpoint, large, medium, mini, minilm_l6, small, tiny\*$", out, re.M)
     assert re.search(r"^  hardware +cpu\*, ddp, ddp_cpu, ddp_multinode, fsdp, gpu, tpu$", out, re.M)
     assert "pretrain_lr_warmup" in out and "python -m bert_exp.data download NAME" in out

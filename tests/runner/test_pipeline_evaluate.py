@@ -12,7 +12,10 @@ def test_pipeline_budget_scores_the_pretrained_model_scratch_and_minilm(tmp_path
     cfg = compose_config(["+experiment=pipeline_budget"], tmp_path)
     command = evaluate_command(cfg, "evaluate", tmp_path, ["hardware=cpu", "seed=7"])
     assert command[:2] == ["-m", "bert_exp.evaluate"]
-    assert command[2:5] == [f"pretrain={tmp_path / 'pretrain'}", f"scratch-pretrain=scratch:{tmp_path / 'pretrain'}",
+    # the model of the second phase (sequences of 256 after 64), and scratch in its shape
+    assert list(cfg.pipeline) == ["pretrain", "pretrain_long", "evaluate"]
+    assert cfg.pipeline.pretrain_long.init_from == "pretrain"
+    assert command[2:5] == [f"pretrain={tmp_path / 'pretrain_long'}", f"scratch=scratch:{tmp_path / 'pretrain_long'}",
                             f"all-MiniLM-L6-v2={minilm_dir()}"]
     assert command[command.index("--seeds") + 1] == "3" and command[command.index("--out") + 1] == str(tmp_path / "evaluate")
     assert ["--override", "hardware=cpu"] == command[-2:]  # the pipeline's seed is not the suite's
