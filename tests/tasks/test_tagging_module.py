@@ -2,6 +2,7 @@
 mapped back to words through windows, frozen encoders, HuggingFace export parity and init_from."""
 
 import random
+from pathlib import Path
 from functools import partial
 
 import pytest
@@ -75,6 +76,43 @@ def test_entity_f1_equals_seqeval_on_wnut17(data_dir, scheme, mode):
     for kind in ("person", "location", "creative-work"):
         assert ours[f"{kind}/f1"] == pytest.approx(report[kind]["f1-score"], abs=1e-12)
     assert 0.3 < ours["f1"] < 0.95
+
+
+GOLDEN = Path(__file__).parent / "golden" / "wnut17_dev_predictions.tsv"
+
+
+def read_golden_predictions():
+    """A trained tagger's word predictions on WNUT-17 dev (gold<TAB>predicted, a blank line between
+    sentences): ner_wnut17_minilm after its 3 epochs, written by tests/tasks/golden/dump_predictions.py."""
+    gold, pred = [[]], [[]]
+    for line in GOLDEN.read_text().splitlines():
+        if not line:
+            gold.append([]), pred.append([])
+            continue
+        g, p = line.split("\t")
+        gold[-1].append(g), pred[-1].append(p)
+    return [s for s in gold if s], [s for s in pred if s]
+
+
+@pytest.mark.parametrize("scheme,mode", [("conll", None), ("iob2", "strict")])
+def test_entity_f1_equals_seqeval_on_a_trained_taggers_predictions(scheme, mode):
+    seqeval = pytest.importorskip("seqeval.metrics")
+    from seqeval.scheme import IOB2
+
+    gold, pred = read_golden_predictions()
+    assert len(gold) == 1009 and sum(map(len, gold)) == 15733  # the whole dev set, as the data README counts it
+    ours = entity_scores(gold, pred, scheme)
+    extra = {"mode": "strict", "scheme": IOB2} if mode else {}
+    assert ours["f1"] == pytest.approx(seqeval.f1_score(gold, pred, **extra), abs=1e-12)
+    assert ours["precision"] == pytest.approx(seqeval.precision_score(gold, pred, **extra), abs=1e-12)
+    assert ours["recall"] == pytest.approx(seqeval.recall_score(gold, pred, **extra), abs=1e-12)
+    report = seqeval.classification_report(gold, pred, output_dict=True, zero_division=0, **extra)
+    kinds = sorted({t[2:] for s in gold for t in s if t != "O"})
+    assert len(kinds) == 6
+    for kind in kinds:
+        assert ours[f"{kind}/f1"] == pytest.approx(report[kind]["f1-score"], abs=1e-12), kind
+    if scheme == "conll":  # what the run logged as val/dev/f1 from these predictions
+        assert ours["f1"] == pytest.approx(0.4281, abs=1e-4)
 
 
 def test_predictions_map_back_to_words_through_windows(tmp_path):
