@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,7 +120,7 @@ class PretrainingDataModule(VocabularyDataModule):
         self.settings = dataclasses.replace(instances, nsp=pairs, layout=layout, file_boundaries=None)
         self.masking = masking
         self.order_seed = order_seed
-        wanted = math.ceil(masking.masked_lm_prob * (instances.max_seq_length - 2))
+        wanted = round(masking.masked_lm_prob * (instances.max_seq_length - 2))  # 76 at 512, as BERT base sets
         if self.objective != "clm" and wanted > masking.max_predictions_per_seq:
             log.warning("data.masking.max_predictions_per_seq=%d caps the masked share of a full sequence of %d "
                         "tokens at %.1f %% (data.masking.masked_lm_prob=%g asks for about %d): raise it to mask as "
