@@ -60,21 +60,27 @@ def perturbed(gold, seed=0):
     return out
 
 
-@pytest.mark.parametrize("scheme,mode", [("conll", None), ("iob2", "strict")])
-def test_entity_f1_equals_seqeval_on_wnut17(data_dir, scheme, mode):
+def scores_equal_to_seqeval(gold, pred, scheme, mode, kinds):
+    """Our entity scores, after checking them against seqeval's overall and for each of ``kinds``
+    (``mode="strict"``: seqeval's strict IOB2, against our ``iob2``; otherwise its default, conlleval's rules)."""
     seqeval = pytest.importorskip("seqeval.metrics")
     from seqeval.scheme import IOB2
 
-    gold = [s.labels for s in read_conll(data_dir / "tagging" / "wnut17" / "emerging.dev.conll")]
-    pred = perturbed(gold)
     ours = entity_scores(gold, pred, scheme)
     extra = {"mode": "strict", "scheme": IOB2} if mode else {}
     assert ours["f1"] == pytest.approx(seqeval.f1_score(gold, pred, **extra), abs=1e-12)
     assert ours["precision"] == pytest.approx(seqeval.precision_score(gold, pred, **extra), abs=1e-12)
     assert ours["recall"] == pytest.approx(seqeval.recall_score(gold, pred, **extra), abs=1e-12)
     report = seqeval.classification_report(gold, pred, output_dict=True, zero_division=0, **extra)
-    for kind in ("person", "location", "creative-work"):
-        assert ours[f"{kind}/f1"] == pytest.approx(report[kind]["f1-score"], abs=1e-12)
+    for kind in kinds:
+        assert ours[f"{kind}/f1"] == pytest.approx(report[kind]["f1-score"], abs=1e-12), kind
+    return ours
+
+
+@pytest.mark.parametrize("scheme,mode", [("conll", None), ("iob2", "strict")])
+def test_entity_f1_equals_seqeval_on_wnut17(data_dir, scheme, mode):
+    gold = [s.labels for s in read_conll(data_dir / "tagging" / "wnut17" / "emerging.dev.conll")]
+    ours = scores_equal_to_seqeval(gold, perturbed(gold), scheme, mode, ("person", "location", "creative-work"))
     assert 0.3 < ours["f1"] < 0.95
 
 
@@ -96,21 +102,11 @@ def read_golden_predictions():
 
 @pytest.mark.parametrize("scheme,mode", [("conll", None), ("iob2", "strict")])
 def test_entity_f1_equals_seqeval_on_a_trained_taggers_predictions(scheme, mode):
-    seqeval = pytest.importorskip("seqeval.metrics")
-    from seqeval.scheme import IOB2
-
     gold, pred = read_golden_predictions()
     assert len(gold) == 1009 and sum(map(len, gold)) == 15733  # the whole dev set, as the data README counts it
-    ours = entity_scores(gold, pred, scheme)
-    extra = {"mode": "strict", "scheme": IOB2} if mode else {}
-    assert ours["f1"] == pytest.approx(seqeval.f1_score(gold, pred, **extra), abs=1e-12)
-    assert ours["precision"] == pytest.approx(seqeval.precision_score(gold, pred, **extra), abs=1e-12)
-    assert ours["recall"] == pytest.approx(seqeval.recall_score(gold, pred, **extra), abs=1e-12)
-    report = seqeval.classification_report(gold, pred, output_dict=True, zero_division=0, **extra)
     kinds = sorted({t[2:] for s in gold for t in s if t != "O"})
     assert len(kinds) == 6
-    for kind in kinds:
-        assert ours[f"{kind}/f1"] == pytest.approx(report[kind]["f1-score"], abs=1e-12), kind
+    ours = scores_equal_to_seqeval(gold, pred, scheme, mode, kinds)
     if scheme == "conll":  # what the run logged as val/dev/f1 from these predictions
         assert ours["f1"] == pytest.approx(0.4281, abs=1e-4)
 

@@ -3,9 +3,12 @@ line between sentences: the golden data of tests/tasks/test_tagging_module.py.
 
     python tests/tasks/golden/dump_predictions.py RUN_DIR dev tests/tasks/golden/wnut17_dev_predictions.tsv
 """
-import sys, json
+import json
+import sys
 from pathlib import Path
+
 import torch
+
 from bert_exp.data.tagging import TaggingDataModule
 from bert_exp.data import LoaderSettings
 from bert_exp.tasks.checkpoints import load_checkpoint
