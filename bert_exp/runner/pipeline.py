@@ -72,6 +72,10 @@ def check_stages(cfg: DictConfig, run_dir: Path, shared: list[str]) -> dict[str,
 
     from .placement import check_combination, resolve_precision
 
+    # the pipeline's own variables (pipeline_ablation_objectives' ablation_budget) reach the stages through
+    # the overrides they feed; a stage's config has no such key and would refuse them
+    own = set(cfg) - set(compose("config"))
+    shared = [o for o in shared if o.lstrip("+~").partition("=")[0].partition(".")[0] not in own]
     stages = {}
     for name in cfg.pipeline:
         if "evaluate" in cfg.pipeline[name]:

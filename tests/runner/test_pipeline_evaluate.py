@@ -38,12 +38,15 @@ def test_objective_ablation_pretrains_each_objective_on_one_budget_then_scores_a
 
     cfg = compose_config(["+experiment=pipeline_ablation_objectives", "ablation_budget=3m"], tmp_path)
     with initialize_config_dir(version_base="1.3", config_dir=str(resource_dir("conf"))):
-        stages = check_stages(cfg, tmp_path, [])  # every stage composes and validates
+        # every stage composes and validates; the command's own ablation_budget=3m is the pipeline's
+        # variable, passed on through trainer.budget, not as an override a stage would refuse
+        stages = check_stages(cfg, tmp_path, ["ablation_budget=3m", "hardware=cpu"])
     objectives = ["mlm_nsp", "mlm", "clm", "mlm_sop", "electra"]
     assert list(stages) == [*objectives, "evaluate"]
     for name in objectives:
         assert f"objective={name}" in stages[name] and "trainer.budget=3m" in stages[name]
         assert "+experiment=pretrain_budget" in stages[name]
+        assert "hardware=cpu" in stages[name] and "ablation_budget=3m" not in stages[name]
     command = stages["evaluate"]
     assert command[2:8] == [f"{name}={tmp_path / name}" for name in objectives] + [f"scratch=scratch:{tmp_path / 'mlm'}"]
     assert command[command.index("--tasks") + 1:command.index("--tasks") + 3] == ["sst2", "cola"]
