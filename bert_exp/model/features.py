@@ -16,6 +16,9 @@ import torch
 from torch import nn
 
 LAYER_CHOICES = ("last", "second_to_last", "sum_last_4", "concat_last_4", "all")
+# how a sentence classifier reduces the tokens to one vector: BERT's [CLS] (through the pooler when it
+# reads the last layer), or the mean over the real tokens (Sentence-BERT's choice)
+POOLING_CHOICES = ("cls", "mean")
 
 
 def sentence_token(sequence: torch.Tensor, attention_mask: torch.Tensor | None, causal: bool) -> torch.Tensor:
@@ -27,6 +30,14 @@ def sentence_token(sequence: torch.Tensor, attention_mask: torch.Tensor | None, 
     last = ((attention_mask.long().sum(dim=1) - 1).clamp(min=0) if attention_mask is not None
             else torch.full((batch,), length - 1, device=sequence.device))
     return sequence[torch.arange(batch, device=sequence.device), last]
+
+
+def mean_of_tokens(sequence: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """The mean over the non-padding positions. [batch, seq, width] -> [batch, width]."""
+    if attention_mask is None:
+        return sequence.mean(dim=1)
+    mask = attention_mask.to(sequence.dtype)[..., None]
+    return (sequence * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
 
 
 class LayerFeatures:

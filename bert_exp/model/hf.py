@@ -166,6 +166,10 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
     if ckpt.head in ("question_answering", "token_classification"):  # HuggingFace's have no pooler
         state = {k: v for k, v in state.items() if not k.startswith("bert.pooler.")}
     weight = state.get("classifier.weight", state.get("qa_outputs.weight"))
+    if ckpt.extra.get("pooling", "cls") != "cls":
+        raise CheckpointError(f"{ckpt.source}: a classifier on the mean of the tokens (task.module.pooling=mean) has "
+                              f"no HuggingFace {HEADS[ckpt.head]} equivalent (it reads the pooled [CLS]); it cannot "
+                              "be exported")
     if (ckpt.extra.get("layers", "last") != "last" or any(k.startswith(("mix_", "lstm.")) for k in state)
             or (weight is not None and weight.ndim == 2 and weight.shape[1] != ckpt.config.hidden_size)):
         raise CheckpointError(f"{ckpt.source}: a head on layers other than the last (task.module.layers) or on a "

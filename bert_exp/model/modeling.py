@@ -14,7 +14,7 @@ from torch import nn
 
 from .config import BertConfig
 from .dropout import Dropout, dropout
-from .features import LAYER_CHOICES, LayerFeatures, sentence_token
+from .features import LAYER_CHOICES, POOLING_CHOICES, LayerFeatures, mean_of_tokens, sentence_token
 
 
 def _activation(name: str):
@@ -375,15 +375,18 @@ class BertForSequenceClassification(LayerFeatures, BertPreTrainedModel):
     """Dropout + linear on the pooled [CLS]; ``num_labels == 1`` is regression. With ``layers`` other than
     ``last`` (feature-based use, :mod:`bert_exp.model.features`) the head reads that combination of layers
     at [CLS] (the last token on a causal model) directly, without the pooler, which was trained on the
-    last layer only."""
-
-    reads_pooler = True
+    last layer only. ``pooling="mean"``: the head reads the mean of the chosen features over the real
+    tokens instead (no pooler): a model pre-trained without a sentence-level loss (MLM alone) has
+    never trained its [CLS] output, which can stay the same for every input."""
 
     def __init__(self, config: BertConfig, num_labels: int = 2, classifier_dropout: float | None = None,
-                 layers: str = "last"):
+                 layers: str = "last", pooling: str = "cls"):
         super().__init__()
         self.config = config
         self.num_labels = num_labels
+        if pooling not in POOLING_CHOICES:
+            raise ValueError(f"pooling: {pooling!r} is not one of {POOLING_CHOICES}")
+        self.pooling = pooling
         self._init_layer_features(config, layers)
         self.bert = BertModel(config)
         p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
@@ -393,9 +396,15 @@ class BertForSequenceClassification(LayerFeatures, BertPreTrainedModel):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
         features, pooled = self.encode(input_ids, token_type_ids, attention_mask)
-        if self.layers != "last":
+        if self.pooling == "mean":
+            pooled = mean_of_tokens(features, attention_mask)
+        elif self.layers != "last":
             pooled = sentence_token(features, attention_mask, self.config.causal)
         return self.classifier(self.dropout(pooled))
+
+    @property
+    def reads_pooler(self) -> bool:
+        return self.pooling == "cls"
 
 
 class BertForQuestionAnswering(LayerFeatures, BertPreTrainedModel):

@@ -29,6 +29,8 @@ def checkpoint_metadata(task) -> dict:
         meta["labels"] = list(task.labels)
     if getattr(task.model, "layers", "last") != "last":  # the head's features (which layers), to rebuild it
         meta["layers"] = task.model.layers
+    if getattr(task.model, "pooling", "cls") != "cls":  # a classifier on the mean of the tokens
+        meta["pooling"] = task.model.pooling
     if getattr(task.model, "head_type", "linear") != "linear":  # a tagger's BiLSTM
         meta["head_type"] = task.model.head_type
         meta["lstm_size"] = task.model.lstm.hidden_size
@@ -56,7 +58,7 @@ def load_lightning(path: Path) -> Checkpoint:
     head = ckpt["head"] if "head" in ckpt else LEGACY_TASK_HEADS.get(ckpt.get("task"))
     return Checkpoint(BertConfig.from_dict(ckpt["bert_config"]), state, ckpt.get("vocab"), ckpt.get("lowercase", True),
                       head, ckpt.get("num_labels"), str(path),
-                      {"global_step": ckpt.get("global_step"), "layers": ckpt.get("layers", "last"),
+                      {"global_step": ckpt.get("global_step"), "layers": ckpt.get("layers", "last"), "pooling": ckpt.get("pooling", "cls"),
                        "head_type": ckpt.get("head_type", "linear"), "lstm_size": ckpt.get("lstm_size")},
                       ckpt.get("labels"), ckpt.get("tokenizer"))
 

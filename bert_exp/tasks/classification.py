@@ -51,13 +51,14 @@ class ClassificationModule(BertTask):
         val_sets: list[str] = ["dev"],
         encoder: str = "finetune",
         layers: str = "last",
+        pooling: str = "cls",
     ):
         """``encoder=frozen`` trains only the classifier, on the features ``layers`` chooses (the
         feature-based approach; :mod:`bert_exp.model.features`)."""
         super().__init__(optim, vocabulary)
         self.config = model_config
         self.num_labels = num_labels
-        self.model = BertForSequenceClassification(model_config, num_labels, classifier_dropout, layers)
+        self.model = BertForSequenceClassification(model_config, num_labels, classifier_dropout, layers, pooling)
         self.use_encoder(encoder)
         self.val_sets = list(val_sets)
         self.val_metrics = nn.ModuleList(build_metrics(list(metrics), num_labels) for _ in self.val_sets)

@@ -84,7 +84,8 @@ def build_model(ckpt: Checkpoint) -> torch.nn.Module:
     if ckpt.head == "pretraining":
         model = BertForPreTraining(config)
     elif ckpt.head == "classification":
-        model = BertForSequenceClassification(config, ckpt.num_labels or 2, layers=layers)
+        model = BertForSequenceClassification(config, ckpt.num_labels or 2, layers=layers,
+                                              pooling=ckpt.extra.get("pooling") or "cls")
     elif ckpt.head == "question_answering":
         model = BertForQuestionAnswering(config, layers=layers)
     elif ckpt.head == "token_classification":

@@ -167,3 +167,38 @@ def test_classification_on_other_layers_reads_the_cls_position_not_the_pooler():
         torch.testing.assert_close(model(ids), before)
         _, _, hidden = model.bert(ids, output_hidden_states=True)
         torch.testing.assert_close(before, model.classifier(hidden[-2][:, 0]))
+
+
+@pytest.mark.parametrize("layers", ["last", "sum_last_4"])
+def test_mean_pooling_reads_the_mean_of_the_real_tokens_not_the_pooler(layers):
+    model = BertForSequenceClassification(BertConfig(**TINY), 2, layers=layers, pooling="mean").eval()
+    batch = batch_of()
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    with torch.no_grad():
+        before = model(ids, None, mask)
+        model.bert.pooler.dense.weight.mul_(3)  # the pooler is not read
+        torch.testing.assert_close(model(ids, None, mask), before)
+        features, _ = model.encode(ids, None, mask)
+        # row 0 has 6 real tokens: its mean leaves out the 3 padded positions
+        expected = torch.stack([features[0, :6].mean(0), features[1].mean(0), features[2].mean(0)])
+        torch.testing.assert_close(before, model.classifier(expected))
+    assert "bert.pooler." in model.unreached_prefixes()
+    with pytest.raises(ValueError, match="pooling"):
+        BertForSequenceClassification(BertConfig(**TINY), 2, pooling="max")
+
+
+def test_mean_pooled_classifier_rebuilds_from_its_checkpoint_and_refuses_export(tmp_path):
+    module = make("classification", BertConfig(**TINY), pooling="mean")
+    from bert_exp.tasks.checkpoints import checkpoint_metadata
+    meta = checkpoint_metadata(module)
+    assert meta["pooling"] == "mean"
+    ckpt = Checkpoint(BertConfig(**TINY), module.model.state_dict(), None, True, "classification", 2, "test",
+                      {"pooling": meta["pooling"]})
+    rebuilt = build_model(ckpt)
+    assert rebuilt.pooling == "mean"
+    batch = batch_of()
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(batch["input_ids"], None, batch["attention_mask"]),
+                                   module.model.eval()(batch["input_ids"], None, batch["attention_mask"]))
+    with pytest.raises(CheckpointError, match="pooling=mean"):
+        save_hf_directory(ckpt, tmp_path / "out")
