@@ -50,3 +50,5 @@ def test_objective_ablation_pretrains_each_objective_on_one_budget_then_scores_a
     command = stages["evaluate"]
     assert command[2:8] == [f"{name}={tmp_path / name}" for name in objectives] + [f"scratch=scratch:{tmp_path / 'mlm'}"]
     assert command[command.index("--tasks") + 1:command.index("--tasks") + 3] == ["sst2", "cola"]
+    # every classifier of the suite on the mean of the tokens (three objectives never train [CLS])
+    assert command[-2:] == ["--override", "task.module.pooling=mean"]
