@@ -36,8 +36,8 @@ def mean_of_tokens(sequence: torch.Tensor, attention_mask: torch.Tensor | None) 
     """The mean over the non-padding positions. [batch, seq, width] -> [batch, width]."""
     if attention_mask is None:
         return sequence.mean(dim=1)
-    mask = attention_mask.to(sequence.dtype)[..., None]
-    return (sequence * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+    mask = attention_mask.to(torch.float32)[..., None]  # float32: bf16 counts exactly only up to 256
+    return ((sequence.float() * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)).to(sequence.dtype)
 
 
 class LayerFeatures:

@@ -3,7 +3,9 @@ of its own in ``RUN_DIR/<stage>``, a later one starting from an earlier one's ch
 
 A stage is a process of its own, so each can launch its own DDP processes, frees its memory, and
 finishes its W&B run. All stages share the pipeline's ``experiment_name``: one W&B group, a job type
-per task. The pipeline's own command-line overrides (``hardware=...``, ``seed=...``) go to every stage.
+per task. The pipeline's own command-line overrides (``hardware=...``, ``seed=...``) go to every stage,
+except those of the pipeline's own variables (``ablation_budget``), which reach the stages through the
+overrides that use them.
 Every stage's config is composed and checked before the first one starts.
 """
 

@@ -139,6 +139,10 @@ class BertTask(L.LightningModule):
             for module in self.model.modules():
                 if hasattr(module, "causal"):
                     module.causal = True
+        pooling, trained_on = getattr(self.model, "pooling", None), ckpt.extra.get("pooling", "cls")
+        if pooling and ckpt.head == "classification" and trained_on != pooling:
+            log.warning("%s was fine-tuned with task.module.pooling=%s; this run reads %s: its classifier "
+                        "carries over but was trained on other features", ckpt.source, trained_on, pooling)
         own = self.model.state_dict()
         state = {k: v for k, v in ckpt.state_dict.items() if k in own}
         for key, value in state.items():

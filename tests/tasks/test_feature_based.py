@@ -202,3 +202,27 @@ def test_mean_pooled_classifier_rebuilds_from_its_checkpoint_and_refuses_export(
                                    module.model.eval()(batch["input_ids"], None, batch["attention_mask"]))
     with pytest.raises(CheckpointError, match="pooling=mean"):
         save_hf_directory(ckpt, tmp_path / "out")
+
+
+def test_mean_of_tokens_counts_long_masks_exactly_under_bf16():
+    from bert_exp.model.features import mean_of_tokens
+    sequence = torch.zeros(1, 300, 4, dtype=torch.bfloat16)
+    sequence[0, :128] = 1
+    mask = torch.ones(1, 300, dtype=torch.long)
+    mask[0, 257:] = 0  # 257 real tokens: bf16 holds integers exactly only up to 256 (257 rounds to 256)
+    mean = mean_of_tokens(sequence, mask)
+    assert mean.dtype == torch.bfloat16
+    torch.testing.assert_close(mean.float(), torch.full((1, 4), 128 / 257), atol=1e-3, rtol=0)  # not 128/256
+
+
+def test_starting_from_a_classifier_trained_on_other_pooling_warns(caplog):
+    trained = make("classification", BertConfig(**TINY), pooling="mean")
+    ckpt = Checkpoint(BertConfig(**TINY), trained.model.state_dict(), None, True, "classification", 2, "mean-run",
+                      {"pooling": "mean"})
+    with caplog.at_level("WARNING", logger="bert_exp.tasks.base"):
+        make("classification", BertConfig(**TINY)).initialise_from(ckpt)
+    assert "mean-run was fine-tuned with task.module.pooling=mean; this run reads cls" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="bert_exp.tasks.base"):
+        make("classification", BertConfig(**TINY), pooling="mean").initialise_from(ckpt)
+    assert "pooling" not in caplog.text
