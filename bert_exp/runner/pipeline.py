@@ -67,6 +67,21 @@ def evaluate_command(cfg: DictConfig, name: str, run_dir: Path, shared: list[str
     return command
 
 
+def check_suite_overrides(cfg: DictConfig, name: str, command: list[str]) -> None:
+    """Every suite job's config composes with the stage's overrides (one that a task lacks, such as
+    ``task.module.pooling`` for squad, stops the pipeline now, not after its pre-training)."""
+    from hydra import compose
+
+    from ..tools.evaluate import DEFAULT_TASKS
+
+    extra = [command[i + 1] for i, arg in enumerate(command) if arg == "--override"]
+    for task in cfg.pipeline[name].evaluate.get("tasks") or DEFAULT_TASKS:
+        try:
+            compose("config", overrides=[f"+experiment=suite_{task}", *extra])
+        except Exception as err:  # Hydra's composition errors name the override
+            raise ConfigError(f"pipeline.{name}: the suite's {task} jobs: {err}") from None
+
+
 def check_stages(cfg: DictConfig, run_dir: Path, shared: list[str]) -> dict[str, list[str]]:
     """Each stage's overrides, after composing and validating its config (a typo stops the pipeline
     before any stage runs)."""
@@ -82,6 +97,7 @@ def check_stages(cfg: DictConfig, run_dir: Path, shared: list[str]) -> dict[str,
     for name in cfg.pipeline:
         if "evaluate" in cfg.pipeline[name]:
             stages[name] = evaluate_command(cfg, name, run_dir, shared)
+            check_suite_overrides(cfg, name, stages[name])
             continue
         overrides = stage_overrides(cfg, name, run_dir, shared)
         try:
