@@ -141,19 +141,26 @@ def test_bilstm_tagger_runs_under_bf16_autocast():
     assert model.lstm.weight_ih_l0.grad is not None
 
 
-@pytest.mark.parametrize("layers", ["second_to_last", "concat_last_4", "all"])
-def test_feature_based_heads_rebuild_from_their_checkpoint_and_refuse_export(tmp_path, layers):
-    module = make("classification", BertConfig(**TINY), encoder="frozen", layers=layers)
+def rebuilt_classifier(module, key: str, default: str):
+    """(checkpoint, model rebuilt by predict) from the metadata a run's .ckpt would carry under ``key``;
+    the rebuilt model gives the same logits."""
     from bert_exp.tasks.checkpoints import checkpoint_metadata
     meta = checkpoint_metadata(module)
     ckpt = Checkpoint(BertConfig(**TINY), module.model.state_dict(), None, True, "classification", 2, "test",
-                      {"layers": meta.get("layers", "last")})
+                      {key: meta.get(key, default)})
     rebuilt = build_model(ckpt)
-    assert isinstance(rebuilt, BertForSequenceClassification) and rebuilt.layers == layers
     batch = batch_of()
     with torch.no_grad():
         torch.testing.assert_close(rebuilt(batch["input_ids"], None, batch["attention_mask"]),
                                    module.model.eval()(batch["input_ids"], None, batch["attention_mask"]))
+    return ckpt, rebuilt
+
+
+@pytest.mark.parametrize("layers", ["second_to_last", "concat_last_4", "all"])
+def test_feature_based_heads_rebuild_from_their_checkpoint_and_refuse_export(tmp_path, layers):
+    module = make("classification", BertConfig(**TINY), encoder="frozen", layers=layers)
+    ckpt, rebuilt = rebuilt_classifier(module, "layers", "last")
+    assert isinstance(rebuilt, BertForSequenceClassification) and rebuilt.layers == layers
     with pytest.raises(CheckpointError, match="layers other than the last"):
         save_hf_directory(ckpt, tmp_path / "out")
 
@@ -189,17 +196,8 @@ def test_mean_pooling_reads_the_mean_of_the_real_tokens_not_the_pooler(layers):
 
 def test_mean_pooled_classifier_rebuilds_from_its_checkpoint_and_refuses_export(tmp_path):
     module = make("classification", BertConfig(**TINY), pooling="mean")
-    from bert_exp.tasks.checkpoints import checkpoint_metadata
-    meta = checkpoint_metadata(module)
-    assert meta["pooling"] == "mean"
-    ckpt = Checkpoint(BertConfig(**TINY), module.model.state_dict(), None, True, "classification", 2, "test",
-                      {"pooling": meta["pooling"]})
-    rebuilt = build_model(ckpt)
-    assert rebuilt.pooling == "mean"
-    batch = batch_of()
-    with torch.no_grad():
-        torch.testing.assert_close(rebuilt(batch["input_ids"], None, batch["attention_mask"]),
-                                   module.model.eval()(batch["input_ids"], None, batch["attention_mask"]))
+    ckpt, rebuilt = rebuilt_classifier(module, "pooling", "cls")
+    assert ckpt.extra["pooling"] == "mean" and rebuilt.pooling == "mean"
     with pytest.raises(CheckpointError, match="pooling=mean"):
         save_hf_directory(ckpt, tmp_path / "out")
 
