@@ -86,3 +86,13 @@ def test_each_task_scores_a_set_its_recipe_validates_on(task, tmp_path):
         assert parts[1] in cfg.data.val_files and parts[1] == "test"
     else:
         assert metric == cfg.task.monitor
+
+
+@pytest.mark.parametrize("task", ["sst2", "cola"])
+def test_the_suites_classifiers_read_the_mean_of_the_tokens(task, tmp_path):
+    """MLM-only pre-training never trains [CLS] (every CoLA sentence got the same vector), so the suite
+    scores every source's encoder through the mean of its tokens."""
+    from helpers import compose_config
+
+    cfg = compose_config([f"+experiment=suite_{task}", f"task.init_from={tmp_path}"], run_dir=tmp_path)
+    assert cfg.task.module.pooling == "mean"
