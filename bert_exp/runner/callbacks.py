@@ -191,8 +191,8 @@ def weights_finite(module) -> bool:
 
 
 class LastCheckpoint(L.Callback):
-    """Keeps ``last.ckpt`` current: every ``every_n_train_steps`` optimizer steps, after the final step,
-    and on SIGTERM or Ctrl-C (a preempted or cancelled job) after the step in flight. A killed run loses
+    """Keeps ``last.ckpt`` current: every ``every_n_train_steps`` optimizer steps, after the final step
+    (``max_steps``, the last epoch, a spent budget or early stopping), and on SIGTERM or Ctrl-C (a preempted or cancelled job) after the step in flight. A killed run loses
     at most N steps; a resumed one continues from here (``ckpt_path=RUN_DIR``).
 
     Lightning turns SIGTERM into an exception at the end of the current batch, on every rank (GracefulStop
@@ -237,6 +237,11 @@ class LastCheckpoint(L.Callback):
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         if trainer.max_epochs is not None and trainer.max_epochs > 0 and trainer.current_epoch + 1 >= trainer.max_epochs:
             self._save(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        # however training ended (a spent budget, early stopping): last.ckpt is the final step, the model
+        # a later phase or task.init_from=RUN starts from, not the last multiple of every_n_train_steps
+        self._save(trainer)
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         if isinstance(exception, SIGTERMException) and trainer.state.fn == "fit":

@@ -5,6 +5,7 @@ import csv
 import json
 
 import pytest
+import torch
 
 from helpers import run_cli
 
@@ -34,6 +35,10 @@ def test_token_budget_stops_with_the_schedule_spent_and_resumes_to_the_same_tota
     assert info["status"] == "finished" and info["throughput"]["train_tokens"] >= 60_000
     steps = info["global_step"]
     assert 5 < steps < 40
+    # the step the budget stopped at is saved (not a multiple of every_n_train_steps=500): a later phase and
+    # task.init_from=RUN start from the final model
+    assert info["last_checkpoint"]["step"] == steps
+    assert torch.load(whole / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == steps
     rates = [float(r["lr"]) for r in rows(whole)]
     assert max(rates) > 5e-4 and rates[-1] < 0.15 * max(rates)  # warmed up, then decayed to near 0 at the end
 
