@@ -192,8 +192,9 @@ def weights_finite(module) -> bool:
 
 class LastCheckpoint(L.Callback):
     """Keeps ``last.ckpt`` current: every ``every_n_train_steps`` optimizer steps, after the final step
-    (``max_steps``, the last epoch, a spent budget or early stopping), and on SIGTERM or Ctrl-C (a preempted or cancelled job) after the step in flight. A killed run loses
-    at most N steps; a resumed one continues from here (``ckpt_path=RUN_DIR``).
+    (``max_steps``, the last epoch, a spent budget or early stopping), and on SIGTERM or Ctrl-C (a
+    preempted or cancelled job) after the step in flight. A killed run loses at most N steps; a resumed
+    one continues from here (``ckpt_path=RUN_DIR``).
 
     Lightning turns SIGTERM into an exception at the end of the current batch, on every rank (GracefulStop
     makes Ctrl-C do the same and waits for the end of an accumulation); the checkpoint is written before
