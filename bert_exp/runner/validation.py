@@ -189,6 +189,11 @@ def value_problems(cfg: DictConfig) -> list[str]:
         if _select(cfg, "optim.scheduler.warmup_steps") is not None:
             problems.append(f"trainer.budget={budget} lays the schedule over the budget, not over steps: set "
                             "optim.scheduler.warmup_steps=null and give optim.scheduler.warmup_ratio")
+    from .cpu_allocator import CHOICES
+
+    allocator = _select(cfg, "cpu_allocator")
+    if allocator is not None and allocator not in CHOICES:
+        problems.append(f"cpu_allocator={allocator!r}: expected one of {', '.join(CHOICES)}")
     patience = _select(cfg, "trainer.detect_nonfinite")
     if patience is not None and not isinstance(patience, bool) and (not isinstance(patience, int) or patience < 0):
         problems.append(f"trainer.detect_nonfinite={patience!r}: a number of steps (0 or false: off)")

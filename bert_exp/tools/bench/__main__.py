@@ -18,6 +18,7 @@ import torch
 from .hardware import count_flops, matmul_peak, run_isolated, synchronize
 from .models import make_steps
 from .steps import TASKS
+from ...runner.cpu_allocator import CHOICES as CPU_ALLOCATOR_CHOICES, configure_cpu_allocator
 
 PRECISION_DTYPE = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 IMPLS = ("ours", "transformers")
@@ -36,6 +37,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (auto: cuda when present)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile our model (callbacks=compile in a run); transformers' stays eager")
+    p.add_argument("--cpu-allocator", choices=CPU_ALLOCATOR_CHOICES, default="keep_freed",
+                   help="as a run's cpu_allocator (default keep_freed, the runs' default); both sides share it")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs (a process each)")
     p.add_argument("--data", nargs="*", metavar="FILE", default=None,
                    help="also time data preparation on these text files (default: the corpus config's)")
@@ -84,7 +87,8 @@ def bench_pair(spec: dict, args, peaks: dict) -> dict:
                         "flop_per_s": flops[impl] / s, "peak_fraction": flops[impl] / s / peak}
         if not args.no_memory:
             result[impl]["peak_bytes"] = run_isolated("bert_exp.tools.bench.memory",
-                                                       {**spec, "impl": impl, "compile": args.compile})["peak_bytes"]
+                                                       {**spec, "impl": impl, "compile": args.compile,
+                                                        "cpu_allocator": args.cpu_allocator})["peak_bytes"]
     return result
 
 
@@ -123,7 +127,7 @@ def cross_precision(results: list[dict]) -> dict:
             if precision == "32-true" and (task, size, "bf16-mixed") in by_key}
 
 
-def machine_line(device: torch.device) -> str:
+def machine_line(device: torch.device, cpu_allocator: str = "system") -> str:
     from ..info import cpu_flags, cpu_name
 
     if device.type == "cuda":
@@ -131,14 +135,15 @@ def machine_line(device: torch.device) -> str:
     else:
         amx = " with AMX" if "amx_bf16" in cpu_flags() else ""
         name = f"{cpu_name()}{amx}, {torch.get_num_threads()} threads"
-    return f"Device: {name}; torch {torch.__version__}."
+    return f"Device: {name}; torch {torch.__version__}; cpu_allocator={cpu_allocator}."
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    applied = configure_cpu_allocator(args.cpu_allocator)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
-    sections = [machine_line(device)]
+    sections = [machine_line(device, args.cpu_allocator if applied else "system")]
     if not args.skip_models:
         precisions = args.precisions.split(",")
         unknown = [p for p in precisions if p not in PRECISION_DTYPE]

@@ -13,10 +13,12 @@ import torch
 from .hardware import current_rss_bytes, peak_rss_bytes
 from ...records import dumps
 from .models import make_steps
+from ...runner.cpu_allocator import configure_cpu_allocator
 
 
 def measure(spec: dict) -> dict:
     device = torch.device(spec["device"])
+    configure_cpu_allocator(spec.get("cpu_allocator", "keep_freed"))
     step = make_steps(spec, impls=(spec["impl"],))[spec["impl"]]
     if spec.get("compile") and spec["impl"] == "ours":
         step.model.compile()

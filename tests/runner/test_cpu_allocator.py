@@ -1,0 +1,48 @@
+"""cpu_allocator: with keep_freed a large freed block stays in the process for the next step (glibc);
+with system the C library gives it back to the kernel. Each case runs in a process of its own, since
+the settings hold for the whole process."""
+
+import subprocess
+import sys
+
+import pytest
+
+from bert_exp.runner.cpu_allocator import configure_cpu_allocator, glibc
+from bert_exp.runner.validation import ConfigError, validate_config
+from helpers import compose_config
+
+# RSS (MiB) after a 256 MiB block is written and freed, and whether the setting was applied
+PROBE = """
+import ctypes, resource, sys
+from bert_exp.runner.cpu_allocator import configure_cpu_allocator
+applied = configure_cpu_allocator(sys.argv[1])
+def rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+before = rss_mib()
+block = ctypes.create_string_buffer(256 * 2**20)  # written (zeroed) through: resident
+del block
+print(applied, round(rss_mib() - before))
+"""
+
+
+def probe(choice: str) -> tuple[bool, float]:
+    out = subprocess.run([sys.executable, "-c", PROBE, choice], capture_output=True, text=True, timeout=120, check=True)
+    applied, kept = out.stdout.split()
+    return applied == "True", float(kept)
+
+
+@pytest.mark.skipif(glibc() is None, reason="the setting is glibc's; elsewhere it leaves malloc as it is")
+def test_keep_freed_keeps_a_freed_block_resident_and_system_returns_it():
+    applied, kept = probe("keep_freed")
+    assert applied and kept >= 200, kept
+    applied, kept = probe("system")
+    assert not applied and kept < 50, kept
+
+
+def test_a_choice_that_does_not_exist_is_refused_by_name(tmp_path):
+    with pytest.raises(ValueError, match="cpu_allocator='jemalloc'"):
+        configure_cpu_allocator("jemalloc")
+    with pytest.raises(ConfigError, match="cpu_allocator='jemalloc': expected one of keep_freed, system"):
+        validate_config(compose_config(["+experiment=pretrain_tiny", "cpu_allocator=jemalloc"], tmp_path))
+    validate_config(compose_config(["+experiment=pretrain_tiny", "cpu_allocator=system"], tmp_path))
