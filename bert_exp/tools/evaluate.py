@@ -30,7 +30,7 @@ TASKS = {
     "squad": ("val/f1", "SQuAD-local F1", 1.0),
     "pos": ("val/test/accuracy", "UD POS test acc", 100.0),  # ParTUT has a test set: scored there, not on dev
 }
-DEFAULT_TASKS = ("sst2", "cola", "squad")
+DEFAULT_TASKS = ("sst2", "cola", "squad", "pos")
 
 
 class EvaluateError(UserError, ValueError):

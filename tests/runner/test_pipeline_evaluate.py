@@ -18,6 +18,8 @@ def test_pipeline_budget_scores_the_pretrained_model_scratch_and_minilm(tmp_path
     assert command[2:5] == [f"pretrain={tmp_path / 'pretrain_long'}", f"scratch=scratch:{tmp_path / 'pretrain_long'}",
                             f"all-MiniLM-L6-v2={minilm_dir()}"]
     assert command[command.index("--seeds") + 1] == "3" and command[command.index("--out") + 1] == str(tmp_path / "evaluate")
+    tasks = command[command.index("--tasks") + 1:command.index("--override")]
+    assert tasks == ["sst2", "cola", "squad", "pos"]  # POS tagging too, now that tagging exists
     assert ["--override", "hardware=cpu"] == command[-2:]  # the pipeline's seed is not the suite's
     assert "seed=7" not in command
 

@@ -40,6 +40,13 @@ def test_sources_and_the_table(tmp_path):
     assert "| a | 81.0 ± 1.4 (n=2) | 15.0 ± 7.1 (n=2) | 48.0 |" in table and "| b | 70.0 ± 0.0 (n=1) | - | 70.0 |" in table
 
 
+def test_the_suite_scores_every_task_by_default(tmp_path, capsys):
+    hf = tiny_hf_directory(tmp_path / "hf")
+    assert main([str(hf), "--seeds", "1", "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    jobs = [line.split()[2] for line in capsys.readouterr().out.splitlines() if line.startswith("evaluate: ")]
+    assert jobs == ["sst2", "cola", "squad", "pos"]
+
+
 @pytest.mark.slow
 def test_suite_runs_a_checkpoint_and_scratch_in_its_shape(data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BERT_EXP_DATA", str(data_dir))
