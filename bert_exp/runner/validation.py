@@ -192,7 +192,7 @@ def value_problems(cfg: DictConfig) -> list[str]:
     from .cpu_allocator import CHOICES
 
     allocator = _select(cfg, "cpu_allocator")
-    if allocator is not None and allocator not in CHOICES:
+    if "cpu_allocator" in cfg and allocator not in CHOICES:
         problems.append(f"cpu_allocator={allocator!r}: expected one of {', '.join(CHOICES)}")
     patience = _select(cfg, "trainer.detect_nonfinite")
     if patience is not None and not isinstance(patience, bool) and (not isinstance(patience, int) or patience < 0):

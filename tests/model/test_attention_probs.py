@@ -33,7 +33,7 @@ def sdpa_reference(model: BertModel, ids, types, mask):
     b, n, h = x.shape
     for layer in model.encoder.layer:
         sa = layer.attention.self
-        q, k, v = (t.view(b, n, sa.num_heads, sa.head_dim).transpose(1, 2) for t in (sa.query(x), sa.key(x), sa.value(x)))
+        q, k, v = (t.view(b, n, sa.num_heads, sa.head_dim).transpose(1, 2) for t in sa.project_qkv(x).split(h, -1))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
         attended = layer.attention.output(out.transpose(1, 2).reshape(b, n, h), x)
         x = layer.output(layer.intermediate(attended), attended)

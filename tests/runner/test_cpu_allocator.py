@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from bert_exp.runner.cpu_allocator import configure_cpu_allocator, glibc
+from bert_exp.runner import run as run_module
+from bert_exp.runner.cpu_allocator import configure_cpu_allocator, glibc, runs_on_cpu
 from bert_exp.runner.validation import ConfigError, validate_config
 from helpers import compose_config
 
@@ -15,7 +16,8 @@ from helpers import compose_config
 PROBE = """
 import ctypes, resource, sys
 from bert_exp.runner.cpu_allocator import configure_cpu_allocator
-applied = configure_cpu_allocator(sys.argv[1])
+for choice in sys.argv[1:]:  # in turn, as the jobs of one multirun process
+    applied = configure_cpu_allocator(choice)
 def rss_mib():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
@@ -26,8 +28,8 @@ print(applied, round(rss_mib() - before))
 """
 
 
-def probe(choice: str) -> tuple[bool, float]:
-    out = subprocess.run([sys.executable, "-c", PROBE, choice], capture_output=True, text=True, timeout=120, check=True)
+def probe(*choices: str) -> tuple[bool, float]:
+    out = subprocess.run([sys.executable, "-c", PROBE, *choices], capture_output=True, text=True, timeout=120, check=True)
     applied, kept = out.stdout.split()
     return applied == "True", float(kept)
 
@@ -38,6 +40,8 @@ def test_keep_freed_keeps_a_freed_block_resident_and_system_returns_it():
     assert applied and kept >= 200, kept
     applied, kept = probe("system")
     assert not applied and kept < 50, kept
+    applied, kept = probe("keep_freed", "system")  # system after keep_freed puts glibc's defaults back
+    assert not applied and kept < 50, kept
 
 
 def test_a_choice_that_does_not_exist_is_refused_by_name(tmp_path):
@@ -45,4 +49,16 @@ def test_a_choice_that_does_not_exist_is_refused_by_name(tmp_path):
         configure_cpu_allocator("jemalloc")
     with pytest.raises(ConfigError, match="cpu_allocator='jemalloc': expected one of keep_freed, system"):
         validate_config(compose_config(["+experiment=pretrain_tiny", "cpu_allocator=jemalloc"], tmp_path))
+    with pytest.raises(ConfigError, match="cpu_allocator=None"):
+        validate_config(compose_config(["+experiment=pretrain_tiny", "cpu_allocator=null"], tmp_path))
     validate_config(compose_config(["+experiment=pretrain_tiny", "cpu_allocator=system"], tmp_path))
+
+
+def test_a_cpu_run_applies_the_configured_choice_and_a_gpu_run_leaves_malloc_alone(tmp_path, monkeypatch):
+    chosen = []
+    monkeypatch.setattr(run_module, "configure_cpu_allocator", chosen.append)
+    run_module.check_before_work(compose_config(["+experiment=pretrain_tiny"], tmp_path))
+    run_module.check_before_work(compose_config(["+experiment=pretrain_tiny", "cpu_allocator=system"], tmp_path))
+    assert chosen == ["keep_freed", "system"]
+    assert runs_on_cpu({"accelerator": "cpu"}) and not runs_on_cpu({"accelerator": "gpu"})
+    assert not runs_on_cpu({"accelerator": "tpu"})
