@@ -33,7 +33,7 @@ def sdpa_reference(model: BertModel, ids, types, mask):
     b, n, h = x.shape
     for layer in model.encoder.layer:
         sa = layer.attention.self
-        q, k, v = (t.view(b, n, sa.num_heads, sa.head_dim).transpose(1, 2) for t in sa.project_qkv(x).split(h, -1))
+        q, k, v = (t.view(b, n, sa.num_heads, sa.head_dim).transpose(1, 2) for t in sa.project_qkv(x))
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
         attended = layer.attention.output(out.transpose(1, 2).reshape(b, n, h), x)
         x = layer.output(layer.intermediate(attended), attended)
@@ -111,3 +111,18 @@ def test_training_step_time_is_the_fused_path():
         for which, fn in ((ours, ours_fn), (reference, reference_fn))[:: 1 if i % 2 else -1]:
             which.append(step(fn))
     assert min(ours) <= min(reference) * 1.15, (min(ours), min(reference))
+
+
+def test_training_projects_query_key_and_value_in_one_product_with_the_same_values():
+    torch.manual_seed(2)
+    sa = BertModel(TINY).encoder.layer[0].attention.self
+    x = torch.randn(2, 5, TINY.hidden_size)
+    with torch.no_grad():
+        separate = sa.project_qkv(x)  # three products
+    fused = sa.project_qkv(x)  # one product over the weights side by side
+    for a, b in zip(fused, separate):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+    sum(t.square().sum() for t in fused).backward()
+    for linear in (sa.query, sa.key, sa.value):  # each of the three Linears gets its own gradient
+        assert linear.weight.grad is not None and linear.weight.grad.abs().sum() > 0
+        assert linear.bias.grad is not None and linear.bias.grad.abs().sum() > 0
