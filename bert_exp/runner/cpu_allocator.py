@@ -62,12 +62,3 @@ def configure_cpu_allocator(choice: str) -> bool:
     _kept = all(libc.mallopt(param, value) == 1 for param, value in KEPT.items())
     return _kept
 
-
-def runs_on_cpu(trainer_cfg) -> bool:
-    """Whether the trainer's accelerator is the CPU (``auto`` without CUDA)."""
-    accelerator = str(trainer_cfg.get("accelerator", "auto"))
-    if accelerator == "auto":
-        import torch
-
-        return not torch.cuda.is_available()
-    return accelerator == "cpu"

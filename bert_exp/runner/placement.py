@@ -54,6 +54,16 @@ def per_device_batch_size(global_batch_size: int, world: int, accumulate: int) -
     return global_batch_size // (world * accumulate)
 
 
+def accelerator_kind(trainer_cfg: DictConfig, cuda_devices: int | None = None) -> str:
+    """What the trainer runs on: "cuda" (``gpu``/``cuda``, or ``auto`` with a CUDA device), "cpu"
+    (``cpu``, or ``auto`` without one), else the accelerator as configured (``tpu`` ...)."""
+    accelerator = str(trainer_cfg.get("accelerator", "auto"))
+    if accelerator == "auto":
+        cuda = torch.cuda.device_count() if cuda_devices is None else cuda_devices
+        return "cuda" if cuda > 0 else "cpu"
+    return "cuda" if accelerator in ("gpu", "cuda") else accelerator
+
+
 def derive_placement(cfg: DictConfig, cuda_devices: int | None = None) -> Placement:
     world = world_size(cfg.trainer, cuda_devices)
     device_batch = cfg.get("device_batch_size")
@@ -106,8 +116,7 @@ def resolve_precision(cfg: DictConfig, cuda_devices: int | None = None, bf16_sup
     if trainer is None or OmegaConf.select(cfg, "trainer.precision", default=None) != "auto":
         return None
     accelerator = str(trainer.get("accelerator", "auto"))
-    cuda = torch.cuda.device_count() if cuda_devices is None else cuda_devices
-    on_cuda = accelerator in ("gpu", "cuda") or (accelerator == "auto" and cuda > 0)
+    on_cuda = accelerator_kind(trainer, cuda_devices) == "cuda"
     if accelerator == "tpu":
         chosen, why = "bf16-true", "a TPU computes in bf16 (XLA takes no -mixed precision)"
     elif not on_cuda and (cpu_has_amx() if amx is None else amx):

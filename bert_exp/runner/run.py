@@ -30,7 +30,7 @@ from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
 from .validation import RUNNER_TRAINER_KEYS, ConfigError, validate_config
 from .config_tree import show_config
-from .cpu_allocator import configure_cpu_allocator, runs_on_cpu
+from .cpu_allocator import configure_cpu_allocator
 from ..data.tokenizer import tokenizer_json, vocab_list
 from ..records import write_json
 from ..tools.info import package_versions
@@ -52,7 +52,7 @@ from ..errors import UserError
 from ..model import num_parameters, parameter_counts
 from ..tasks.base import Vocabulary
 from ..tasks.checkpoints import lightning_checkpoint_path, load_checkpoint
-from .placement import check_combination, derive_placement, resolve_precision
+from .placement import accelerator_kind, check_combination, derive_placement, resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ def check_before_work(cfg: DictConfig):
     validate_config(cfg)
     check_combination(cfg)
     placement = derive_placement(cfg)
-    if runs_on_cpu(cfg.trainer):  # a GPU run's large tensors live on the device
+    if accelerator_kind(cfg.trainer) == "cpu":  # a GPU run's large tensors live on the device
         configure_cpu_allocator(cfg.cpu_allocator)
     _log_through_hydra()
     _silence_false_alarms()

@@ -17,6 +17,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from ..errors import UserError
+from .cpu_allocator import CHOICES as CPU_ALLOCATOR_CHOICES
+
 
 class ConfigError(UserError, ValueError):
     """A config mistake; the message names the key."""
@@ -189,11 +191,9 @@ def value_problems(cfg: DictConfig) -> list[str]:
         if _select(cfg, "optim.scheduler.warmup_steps") is not None:
             problems.append(f"trainer.budget={budget} lays the schedule over the budget, not over steps: set "
                             "optim.scheduler.warmup_steps=null and give optim.scheduler.warmup_ratio")
-    from .cpu_allocator import CHOICES
-
     allocator = _select(cfg, "cpu_allocator")
-    if "cpu_allocator" in cfg and allocator not in CHOICES:
-        problems.append(f"cpu_allocator={allocator!r}: expected one of {', '.join(CHOICES)}")
+    if "cpu_allocator" in cfg and allocator not in CPU_ALLOCATOR_CHOICES:
+        problems.append(f"cpu_allocator={allocator!r}: expected one of {', '.join(CPU_ALLOCATOR_CHOICES)}")
     patience = _select(cfg, "trainer.detect_nonfinite")
     if patience is not None and not isinstance(patience, bool) and (not isinstance(patience, int) or patience < 0):
         problems.append(f"trainer.detect_nonfinite={patience!r}: a number of steps (0 or false: off)")

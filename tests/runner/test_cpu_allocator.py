@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from bert_exp.runner import run as run_module
-from bert_exp.runner.cpu_allocator import configure_cpu_allocator, glibc, runs_on_cpu
+from bert_exp.runner.cpu_allocator import configure_cpu_allocator, glibc
+from bert_exp.runner.placement import accelerator_kind
 from bert_exp.runner.validation import ConfigError, validate_config
 from helpers import compose_config
 
@@ -60,5 +61,8 @@ def test_a_cpu_run_applies_the_configured_choice_and_a_gpu_run_leaves_malloc_alo
     run_module.check_before_work(compose_config(["+experiment=pretrain_tiny"], tmp_path))
     run_module.check_before_work(compose_config(["+experiment=pretrain_tiny", "cpu_allocator=system"], tmp_path))
     assert chosen == ["keep_freed", "system"]
-    assert runs_on_cpu({"accelerator": "cpu"}) and not runs_on_cpu({"accelerator": "gpu"})
-    assert not runs_on_cpu({"accelerator": "tpu"})
+    # what the run asks before applying it: the CPU (also auto without CUDA), not a GPU or TPU
+    assert accelerator_kind({"accelerator": "cpu"}) == "cpu" and accelerator_kind({"accelerator": "gpu"}) != "cpu"
+    assert accelerator_kind({"accelerator": "tpu"}) != "cpu"
+    assert accelerator_kind({"accelerator": "auto"}, cuda_devices=0) == "cpu"
+    assert accelerator_kind({"accelerator": "auto"}, cuda_devices=1) == "cuda"
