@@ -2,7 +2,8 @@
 
 For each task x size x precision both steps run on the same batch, alternating (ours for --steps steps,
 then transformers' for as many) for --repeats rounds, so a slow patch of the machine hits both; the
-ratio is the median of the rounds' ratios. ``--data`` adds the data-preparation benchmark.
+ratio is the median of the rounds' ratios. ``--products`` adds each step's matrix products timed alone
+(what the step would take if nothing else ran); ``--data`` adds the data-preparation benchmark.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import torch
 
 from .hardware import count_flops, matmul_peak, run_isolated, synchronize
 from .models import make_steps
+from .products import products_alone_seconds, record_products, time_products
 from .steps import TASKS
 from ...runner.cpu_allocator import CHOICES as CPU_ALLOCATOR_CHOICES, configure_cpu_allocator
 
 PRECISION_DTYPE = {"32-true": torch.float32, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 IMPLS = ("ours", "transformers")
+TOP_PRODUCTS = 8  # rows of the largest products listed under --products
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -40,6 +43,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cpu-allocator", choices=CPU_ALLOCATOR_CHOICES, default="keep_freed",
                    help="as a run's cpu_allocator (default keep_freed, the runs' default); both sides share it")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs (a process each)")
+    p.add_argument("--products", action="store_true",
+                   help="also time each step's matrix products alone: the step split into products and the rest")
     p.add_argument("--data", nargs="*", metavar="FILE", default=None,
                    help="also time data preparation on these text files (default: the corpus config's)")
     p.add_argument("--data-scales", default="1,4", help="corpus sizes, as copies of the files, for --data")
@@ -66,6 +71,7 @@ def bench_pair(spec: dict, args, peaks: dict) -> dict:
     pair = make_steps(spec)
     tokens = spec["batch"] * spec["seq"]
     flops = {impl: count_flops(pair[impl]) for impl in IMPLS}  # eager, and a first warm-up step
+    products = {impl: record_products(pair[impl]) for impl in IMPLS} if args.products else {}
     if args.compile:
         pair["ours"].model.compile()
     for impl in IMPLS:
@@ -78,6 +84,7 @@ def bench_pair(spec: dict, args, peaks: dict) -> dict:
         log(f"  round {round_ + 1}: ours {seconds['ours'][-1]:.3f} s/step, "
             f"transformers {seconds['transformers'][-1]:.3f} s/step")
     del pair
+    product_rows = {impl: time_products(products[impl], device) for impl in products}
     ratios = [r / o for o, r in zip(seconds["ours"], seconds["transformers"])]
     result = {**spec, "ratio": statistics.median(ratios), "ratios": ratios, "compiled": args.compile}
     peak = peaks[spec["precision"]]
@@ -85,6 +92,9 @@ def bench_pair(spec: dict, args, peaks: dict) -> dict:
         s = statistics.median(seconds[impl])
         result[impl] = {"seconds": s, "tokens_per_s": tokens / s, "flops": flops[impl],
                         "flop_per_s": flops[impl] / s, "peak_fraction": flops[impl] / s / peak}
+        if impl in product_rows:
+            result[impl]["products_seconds"] = products_alone_seconds(product_rows[impl])
+            result[impl]["products"] = product_rows[impl]
         if not args.no_memory:
             result[impl]["peak_bytes"] = run_isolated("bert_exp.tools.bench.memory",
                                                        {**spec, "impl": impl, "compile": args.compile,
@@ -117,6 +127,35 @@ def model_table(results: list[dict], peaks: dict) -> str:
     lines += ["", "Measured matmul peak: " + ", ".join(f"{p} {v / 1e12:.3f} TFLOP/s" for p, v in peaks.items())
               + ". FLOPs are counted by torch's FlopCounterMode on one step of each model (forward and "
               "backward matrix products; our sparse MLM head counts only the masked positions)."]
+    return "\n".join(lines)
+
+
+def products_table(results: list[dict], peaks: dict) -> str:
+    """Each step against its products timed alone: the products' own rate, and the time left to the
+    rest (casts, element-wise work, the optimizer)."""
+    lines = ["Each step against its matrix products timed alone (`--products`: every distinct product of "
+             "one step replayed on fresh operands of the same layout, median of 5, summed):", "",
+             "| task | size | precision | side | step s | products alone s (of the step) | the rest s "
+             "| products alone TFLOP/s (of peak) |",
+             "|---|---|---|---|---:|---:|---:|---:|"]
+    for r in results:
+        for impl in IMPLS:
+            side = r[impl]
+            if "products_seconds" not in side:
+                continue
+            alone, step = side["products_seconds"], side["seconds"]
+            rate = side["flops"] / alone
+            lines.append(f"| {r['task']} | {r['size']} | {r['precision']} | {impl} | {step:.3f} "
+                         f"| {alone:.3f} ({alone / step:.0%}) | {step - alone:.3f} "
+                         f"| {rate / 1e12:.3f} ({rate / peaks[r['precision']]:.0%}) |")
+    for r in results:
+        rows = r["ours"].get("products", [])[:TOP_PRODUCTS]
+        if rows:
+            lines += ["", f"Our {r['task']} {r['size']} {r['precision']} step's largest products (alone):", "",
+                      "| product | per step | ms each | TFLOP/s (of peak) |", "|---|---:|---:|---:|"]
+            lines += [f"| {row['call']} | {row['count']} | {row['seconds'] * 1e3:.2f} "
+                      f"| {row['flops'] / row['seconds'] / 1e12:.3f} "
+                      f"({row['flops'] / row['seconds'] / peaks[r['precision']]:.0%}) |" for row in rows]
     return "\n".join(lines)
 
 
@@ -162,6 +201,8 @@ def main(argv=None) -> int:
                     log(f"{task} {size} {precision} (batch {args.batch} x {args.seq})")
                     results.append(bench_pair(spec, args, peaks))
         sections.append(model_table(results, peaks))
+        if args.products:
+            sections.append(products_table(results, peaks))
     if args.data is not None:
         from .data_prep import data_table, run_data_bench
 
