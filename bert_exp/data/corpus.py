@@ -42,6 +42,7 @@ from .instances import (
     create_sop_instances_from_document,
     pack_doc_sentences,
     pack_full_sentences,
+    pack_token_blocks,
 )
 from .masking import IGNORE_INDEX
 from ..records import write_json
@@ -56,10 +57,11 @@ CUT_WARNING_FACTOR = 4
 
 # pre-training objectives (the `objective` config group) and RoBERTa's four input formats
 OBJECTIVES = ("mlm_nsp", "mlm", "mlm_sop", "clm", "electra")
-PACKINGS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences")
+PACKINGS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences", "token_blocks")
 # packing -> (InstanceSettings.nsp: sentence-pair instances, InstanceSettings.layout)
 _PACKING_LAYOUT = {"segment_pair": (True, None), "sentence_pair": (True, "sentence_pair"),
-                   "full_sentences": (False, None), "doc_sentences": (False, "doc_sentences")}
+                   "full_sentences": (False, None), "doc_sentences": (False, "doc_sentences"),
+                   "token_blocks": (False, "token_blocks")}
 
 
 def instance_layout(objective: str = "mlm_nsp", packing: str | None = None, nsp: bool = True) -> tuple[bool, str | None]:
@@ -67,7 +69,8 @@ def instance_layout(objective: str = "mlm_nsp", packing: str | None = None, nsp:
 
     ``mlm_nsp``: BERT's segment pairs, half with a random next segment. ``mlm_sop``: two consecutive
     segments, swapped half the time. ``mlm``, ``electra``: one of RoBERTa's formats (``packing``, by
-    default ``full_sentences``); ``clm``: ``full_sentences`` or ``doc_sentences``. ``nsp=False`` with
+    default ``full_sentences``; or ``token_blocks``, ours: the running text cut into full blocks);
+    ``clm``: ``full_sentences``, ``doc_sentences`` or ``token_blocks``. ``nsp=False`` with
     ``mlm_nsp`` is the older spelling of ``objective=mlm`` (full sentences); the settings of the
     default objectives are those caches had before objectives existed, so their cache keys stay."""
     if objective not in OBJECTIVES:
@@ -85,8 +88,9 @@ def instance_layout(objective: str = "mlm_nsp", packing: str | None = None, nsp:
                              "(packing: segment_pair or null)")
         return True, "sop" if objective == "mlm_sop" else None
     packing = packing or "full_sentences"
-    if objective == "clm" and packing not in ("full_sentences", "doc_sentences"):
-        raise ValueError(f"data.packing={packing}: objective=clm reads running text (full_sentences or doc_sentences)")
+    if objective == "clm" and packing not in ("full_sentences", "doc_sentences", "token_blocks"):
+        raise ValueError(f"data.packing={packing}: objective=clm reads running text "
+                         "(full_sentences, doc_sentences or token_blocks)")
     return _PACKING_LAYOUT[packing]
 
 
@@ -109,7 +113,7 @@ class InstanceSettings:
     # files with their own [doc_boundary, document_regex] (inputs given as {path, doc_boundary}); None: none
     file_boundaries: dict | None = None
     # None: BERT's segment pairs (nsp) or RoBERTa's full sentences (not nsp); with nsp "sentence_pair"
-    # or "sop" (ALBERT's sentence order), without "doc_sentences" (see instance_layout)
+    # or "sop" (ALBERT's sentence order), without "doc_sentences" or "token_blocks" (see instance_layout)
     layout: str | None = None
 
 
@@ -267,6 +271,9 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
                     instances.append(np.asarray(made, dtype=np.int64).reshape(-1))
             elif s.layout == "doc_sentences":
                 instances.append(np.asarray(pack_doc_sentences(split_docs, s.max_seq_length),
+                                            dtype=np.int64).reshape(-1))
+            elif s.layout == "token_blocks":
+                instances.append(np.asarray(pack_token_blocks(split_docs, s.max_seq_length),
                                             dtype=np.int64).reshape(-1))
             else:  # packing cuts long sentences into pieces: nothing is dropped
                 instances.append(np.asarray(pack_full_sentences(split_docs, s.max_seq_length),

@@ -126,6 +126,38 @@ def pack_full_sentences(documents: list[np.ndarray], max_seq_length: int) -> lis
     return instances
 
 
+def pack_token_blocks(documents: list[np.ndarray], max_seq_length: int) -> list[Instance]:
+    """MLM-only instances that are blocks of the running text: every instance holds exactly
+    ``max_seq_length - 2`` positions (the extra [SEP] the dataset inserts between adjacent documents
+    counted), cut wherever the count falls, mid-sentence included, as transformers' ``run_mlm.py``
+    concatenates its texts and groups them into blocks. Only the last block of a run of adjacent
+    documents is shorter. Short sequences waste no positions on padding: with sentences of IMDB reviews,
+    full sentences fill 79 % of 64 positions. Instances never hold tokens of documents they were not given."""
+    capacity = max_seq_length - 2
+    instances: list[Instance] = []
+    start, end, used = None, 0, 0
+    for bounds in documents:
+        lo, hi = int(bounds[0]), int(bounds[-1])
+        if lo == hi:
+            continue
+        if start is not None and (lo != end or used + 2 > capacity):  # not adjacent, or no room past a [SEP]
+            instances.append((start, end - start, 0, 0, -1))
+            start = None
+        if start is not None:
+            used += 1  # the [SEP] at this document's start
+        while lo < hi:
+            if start is None:
+                start, used = lo, 0
+            take = min(capacity - used, hi - lo)
+            lo, used, end = lo + take, used + take, lo + take
+            if used == capacity:
+                instances.append((start, end - start, 0, 0, -1))
+                start = None
+    if start is not None:
+        instances.append((start, end - start, 0, 0, -1))
+    return instances
+
+
 def pack_doc_sentences(documents: list[np.ndarray], max_seq_length: int) -> list[Instance]:
     """MLM-only instances as RoBERTa's DOC-SENTENCES: whole sentences packed contiguously up to
     ``max_seq_length - 2`` tokens, never crossing a document boundary (an instance ends with its

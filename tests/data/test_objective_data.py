@@ -12,6 +12,7 @@ from bert_exp.data.instances import (
     create_sop_instances_from_document,
     pack_doc_sentences,
     pack_full_sentences,
+    pack_token_blocks,
 )
 from bert_exp.data.masking import CausalLMCollator, SpecialIds
 from bert_exp.data.tokenizer import train_wordpiece
@@ -162,3 +163,45 @@ def test_full_sentences_never_span_documents_they_were_not_given():
         given[d[0]:d[-1]] = True
     for start, length in instances[:, :2]:
         assert given[start:start + length].all()
+
+
+def test_token_blocks_fill_every_position_and_keep_every_token_once():
+    """Each block holds exactly max_seq_length - 2 positions ([SEP]s between documents counted) except
+    the last of a run of adjacent documents; the tokens are all there, in order, once."""
+    documents = random_documents(40, seed=3)
+    instances = np.asarray(pack_token_blocks(documents, 64))
+    assert np.all(instances[:, 4] == -1) and np.all(instances[:, 2:4] == 0)
+    starts, ends = instances[:, 0], instances[:, 0] + instances[:, 1]
+    assert starts[0] == 0 and ends[-1] == documents[-1][-1] and np.array_equal(starts[1:], ends[:-1])
+    doc_starts = np.array([d[0] for d in documents])
+    positions = [n + np.sum((doc_starts > s) & (doc_starts < s + n)) for s, n in instances[:, :2]]
+    assert all(p == 62 for p in positions[:-1]) and 0 < positions[-1] <= 62
+    first = doc_of(documents, starts)
+    assert np.any(first != doc_of(documents, ends - 1))  # blocks cross documents
+    sentence_ends = np.concatenate([d[1:] for d in documents])
+    assert not np.isin(ends[:-1], sentence_ends).all()  # and cut sentences
+
+
+def test_token_blocks_end_where_a_document_was_not_given_and_before_a_lone_separator():
+    documents = documents_of([[30], [30], [5], [40]])
+    # capacity 8: the first document fills 3 blocks, its last 6 tokens share one with a [SEP] and the
+    # second's first token; the held-out third document ends the run, so the fourth starts a block
+    train = [documents[0], documents[1], documents[3]]
+    instances = pack_token_blocks(train, 10)
+    given = np.zeros(105, dtype=bool)
+    for d in train:
+        given[d[0]:d[-1]] = True
+    for start, length, *_ in instances:
+        assert given[start:start + length].all()
+    assert instances[3] == (24, 7, 0, 0, -1)
+    assert (55, 5, 0, 0, -1) in instances and (65, 8, 0, 0, -1) in instances
+    # a document that would start in the block's last position starts the next block instead
+    instances = pack_token_blocks(documents_of([[7], [8]]), 10)
+    assert instances[0] == (0, 7, 0, 0, -1) and instances[1] == (7, 8, 0, 0, -1)
+
+
+def test_token_blocks_is_a_packing_of_mlm_and_clm():
+    assert instance_layout("mlm", "token_blocks") == (False, "token_blocks")
+    assert instance_layout("clm", "token_blocks") == (False, "token_blocks")
+    with pytest.raises(ValueError, match="token_blocks"):
+        instance_layout("mlm_nsp", "token_blocks")
