@@ -55,7 +55,7 @@ DROPPED_WARNING_FRACTION = 0.5  # BERT's own pair truncation drops some 15 % any
 # a sentence this many times longer than an instance (an instance keeps under a quarter of it) is named
 CUT_WARNING_FACTOR = 4
 
-# pre-training objectives (the `objective` config group) and RoBERTa's four input formats
+# pre-training objectives (the `objective` config group), RoBERTa's four input formats and ours, token_blocks
 OBJECTIVES = ("mlm_nsp", "mlm", "mlm_sop", "clm", "electra")
 PACKINGS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences", "token_blocks")
 # packing -> (InstanceSettings.nsp: sentence-pair instances, InstanceSettings.layout)

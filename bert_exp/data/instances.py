@@ -127,19 +127,18 @@ def pack_full_sentences(documents: list[np.ndarray], max_seq_length: int) -> lis
 
 
 def pack_token_blocks(documents: list[np.ndarray], max_seq_length: int) -> list[Instance]:
-    """MLM-only instances that are blocks of the running text: every instance holds exactly
+    """MLM-only instances that are blocks of the running text: every instance holds
     ``max_seq_length - 2`` positions (the extra [SEP] the dataset inserts between adjacent documents
-    counted), cut wherever the count falls, mid-sentence included, as transformers' ``run_mlm.py``
-    concatenates its texts and groups them into blocks. Only the last block of a run of adjacent
-    documents is shorter. Short sequences waste no positions on padding: with sentences of IMDB reviews,
-    full sentences fill 79 % of 64 positions. Instances never hold tokens of documents they were not given."""
+    counted), cut wherever the count falls, mid-sentence included: transformers' ``run_mlm.py`` groups
+    its texts into blocks the same way (it drops the remainder and puts no [SEP] between texts). Shorter
+    blocks: the last of a run of adjacent documents, and one that ends with a document when a single
+    position is left (a [SEP] alone would fill it). With sentences of IMDB reviews, full sentences fill
+    79 % of 64 positions, these blocks 99.8 %. Instances never hold tokens of documents they were not given."""
     capacity = max_seq_length - 2
     instances: list[Instance] = []
     start, end, used = None, 0, 0
     for bounds in documents:
         lo, hi = int(bounds[0]), int(bounds[-1])
-        if lo == hi:
-            continue
         if start is not None and (lo != end or used + 2 > capacity):  # not adjacent, or no room past a [SEP]
             instances.append((start, end - start, 0, 0, -1))
             start = None

@@ -1,7 +1,7 @@
 """Pre-training: BERT's MLM + NSP, and the other objectives of the ``objective`` config group.
 
 * ``mlm_nsp``: masked LM + next-sentence prediction (BERT);
-* ``mlm``: masked LM alone (RoBERTa), on one of its four input formats (``data.packing``);
+* ``mlm``: masked LM alone (RoBERTa), on one of its four input formats or ``token_blocks`` (``data.packing``);
 * ``mlm_sop``: masked LM + sentence-order prediction (ALBERT), on the NSP head (label 1 = swapped);
 * ``clm``: left-to-right LM on a causal model (``model.causal``), every next token predicted;
 * ``electra``: a small generator's masked LM + ``rtd_weight`` x replaced-token detection by the

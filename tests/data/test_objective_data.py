@@ -131,7 +131,7 @@ def test_causal_lm_batches_label_every_token_and_ignore_padding():
     assert "masked_lm_positions" not in batch
 
 
-@pytest.mark.parametrize("layout", ["sop", "sentence_pair", "doc_sentences"])
+@pytest.mark.parametrize("layout", ["sop", "sentence_pair", "doc_sentences", "token_blocks"])
 def test_the_cache_builds_each_layout(tmp_path, layout):
     text = "\n\n".join(" ".join(f"Sentence {d} {i} has some words in it." for i in range(30)) for d in range(6))
     files = []
@@ -141,14 +141,23 @@ def test_the_cache_builds_each_layout(tmp_path, layout):
     tokenizer = train_wordpiece(iter([text]), 200, 1, 100, True, None)
     out = tmp_path / "cache"
     out.mkdir()
-    nsp = layout != "doc_sentences"
-    build_corpus_cache(files, tokenizer, out, InstanceSettings(max_seq_length=32, nsp=nsp, layout=layout,
+    nsp = layout not in ("doc_sentences", "token_blocks")
+    # 31 for the blocks: the documents are a multiple of 30 tokens long, so blocks of 30 would never
+    # hold a document start
+    length = 31 if layout == "token_blocks" else 32
+    build_corpus_cache(files, tokenizer, out, InstanceSettings(max_seq_length=length, nsp=nsp, layout=layout,
                                                                val_fraction=0.0), {})
     dataset = PretrainingDataset(out, "train", cls_id=2, sep_id=3)
     samples = [dataset[i] for i in range(len(dataset))]
-    assert samples and all(len(s["input_ids"]) <= 32 for s in samples)
+    assert samples and all(len(s["input_ids"]) <= length for s in samples)
     if layout == "doc_sentences":
         assert all((s["input_ids"] == 3).sum() == 1 for s in samples)  # no [SEP] between documents inside
+    elif layout == "token_blocks":  # one run of six adjacent documents: full blocks, the [SEP]s inside counted
+        lengths = [len(s["input_ids"]) for s in samples]
+        assert all(n in (30, 31) for n in lengths[:-1]) and lengths.count(31) >= len(lengths) - 6
+        # a [SEP] where a document starts inside a block (not where one starts a block)
+        assert 1 <= sum((s["input_ids"] == 3).sum() - 1 for s in samples) <= 5
+        assert all(s["next_sentence_label"] == -100 and s["input_ids"][0] == 2 for s in samples)
     else:
         assert {s["next_sentence_label"] for s in samples} == {0, 1}
 
@@ -166,8 +175,9 @@ def test_full_sentences_never_span_documents_they_were_not_given():
 
 
 def test_token_blocks_fill_every_position_and_keep_every_token_once():
-    """Each block holds exactly max_seq_length - 2 positions ([SEP]s between documents counted) except
-    the last of a run of adjacent documents; the tokens are all there, in order, once."""
+    """Each block holds exactly max_seq_length - 2 positions ([SEP]s between documents counted), except
+    the last of a run of adjacent documents and one that ends where a document does with a single
+    position left (a [SEP] alone would fill it); the tokens are all there, in order, once."""
     documents = random_documents(40, seed=3)
     instances = np.asarray(pack_token_blocks(documents, 64))
     assert np.all(instances[:, 4] == -1) and np.all(instances[:, 2:4] == 0)
@@ -175,7 +185,8 @@ def test_token_blocks_fill_every_position_and_keep_every_token_once():
     assert starts[0] == 0 and ends[-1] == documents[-1][-1] and np.array_equal(starts[1:], ends[:-1])
     doc_starts = np.array([d[0] for d in documents])
     positions = [n + np.sum((doc_starts > s) & (doc_starts < s + n)) for s, n in instances[:, :2]]
-    assert all(p == 62 for p in positions[:-1]) and 0 < positions[-1] <= 62
+    short = [k for k, p in enumerate(positions[:-1]) if p != 62]
+    assert all(positions[k] == 61 and ends[k] in doc_starts for k in short) and 0 < positions[-1] <= 62
     first = doc_of(documents, starts)
     assert np.any(first != doc_of(documents, ends - 1))  # blocks cross documents
     sentence_ends = np.concatenate([d[1:] for d in documents])

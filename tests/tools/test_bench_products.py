@@ -69,3 +69,8 @@ def test_a_call_names_its_transposed_operands():
     names = [call.describe() for call in products.calls]
     weight_gradient = f"mm [{TINY.hidden_size},128]t x [128,{TINY.intermediate_size}] float32"  # 4 x 32 tokens
     assert weight_gradient in names, names
+
+
+def test_products_of_a_compiled_step_are_refused():
+    with pytest.raises(SystemExit, match="--products"):
+        main(["--sizes", "tiny", "--products", "--compile"])

@@ -94,6 +94,7 @@ def bench_pair(spec: dict, args, peaks: dict) -> dict:
                         "flop_per_s": flops[impl] / s, "peak_fraction": flops[impl] / s / peak}
         if impl in product_rows:
             result[impl]["products_seconds"] = products_alone_seconds(product_rows[impl])
+            result[impl]["products_flops"] = products[impl].flops
             result[impl]["products"] = product_rows[impl]
         if not args.no_memory:
             result[impl]["peak_bytes"] = run_isolated("bert_exp.tools.bench.memory",
@@ -144,7 +145,7 @@ def products_table(results: list[dict], peaks: dict) -> str:
             if "products_seconds" not in side:
                 continue
             alone, step = side["products_seconds"], side["seconds"]
-            rate = side["flops"] / alone
+            rate = side["products_flops"] / alone if alone > 0 else float("nan")
             lines.append(f"| {r['task']} | {r['size']} | {r['precision']} | {impl} | {step:.3f} "
                          f"| {alone:.3f} ({alone / step:.0%}) | {step - alone:.3f} "
                          f"| {rate / 1e12:.3f} ({rate / peaks[r['precision']]:.0%}) |")
@@ -179,6 +180,8 @@ def machine_line(device: torch.device, cpu_allocator: str = "system") -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.products and args.compile:
+        raise SystemExit("error: --products times the eager model's products; leave out --compile with it")
     applied = configure_cpu_allocator(args.cpu_allocator)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)

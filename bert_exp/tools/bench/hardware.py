@@ -23,22 +23,27 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def median_seconds(fn: Callable[[], object], device: torch.device, repeats: int = 5) -> float:
+    """One untimed call, then the median of ``repeats`` timed ones (single timings scatter widely on a
+    shared CPU)."""
+    fn()
+    seconds = []
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
 def matmul_peak(device: torch.device, dtype: torch.dtype, repeats: int = 5) -> float:
-    """FLOP/s of plain matrix products of ``dtype`` on ``device``: the median of ``repeats`` timings of
-    each shape (single timings scatter widely on a shared CPU), the best shape's."""
+    """FLOP/s of plain matrix products of ``dtype`` on ``device``, the best shape's."""
     best = 0.0
     for m, k, n in PEAK_SHAPES:
         a = torch.randn(m, k, device=device).to(dtype)
         b = torch.randn(k, n, device=device).to(dtype)
-        a @ b
-        seconds = []
-        for _ in range(repeats):
-            synchronize(device)
-            start = time.perf_counter()
-            a @ b
-            synchronize(device)
-            seconds.append(time.perf_counter() - start)
-        best = max(best, 2 * m * k * n / statistics.median(seconds))
+        best = max(best, 2 * m * k * n / median_seconds(lambda: a @ b, device, repeats))
     return best
 
 

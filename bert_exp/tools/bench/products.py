@@ -10,8 +10,6 @@ on its own: against the measured step it splits the time into the products and e
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from .hardware import synchronize
+from .hardware import median_seconds
 
 
 @dataclass(frozen=True)
@@ -69,12 +67,16 @@ class ProductCall:
     flops: int
 
     def describe(self) -> str:
-        """e.g. ``mm [3072,4096]t x [4096,768] bf16``: ``t`` marks an operand read transposed (its last
-        dimension not the contiguous one)."""
+        """e.g. ``mm [3072,4096]t x [4096,768] bf16``: ``t`` marks an operand read transposed (its
+        second-to-last dimension the contiguous one)."""
         tensors = [a for a in self.args if isinstance(a, TensorSpec)]
-        shapes = " x ".join(f"[{','.join(map(str, a.shape))}]{'t' if a.stride[-1] != 1 else ''}" for a in tensors)
+        shapes = " x ".join(f"[{','.join(map(str, a.shape))}]{'t' if _transposed(a) else ''}" for a in tensors)
         dtype = str(tensors[-1].dtype).removeprefix("torch.").replace("bfloat16", "bf16") if tensors else ""
         return f"{self.op.overloadpacket.__name__} {shapes} {dtype}".strip()
+
+
+def _transposed(spec: TensorSpec) -> bool:
+    return len(spec.shape) >= 2 and spec.shape[-1] > 1 and spec.shape[-2] > 1 and spec.stride[-2] == 1
 
 
 @dataclass
@@ -116,16 +118,8 @@ def time_products(products: StepProducts, device: torch.device, repeats: int = 5
     rows = []
     for call, count in products.calls.items():
         args, kwargs = _thaw(call.args), dict(_thaw(call.kwargs))
-        call.op(*args, **kwargs)
-        seconds = []
-        for _ in range(repeats):
-            synchronize(device)
-            start = time.perf_counter()
-            call.op(*args, **kwargs)
-            synchronize(device)
-            seconds.append(time.perf_counter() - start)
-        rows.append({"call": call.describe(), "count": count, "flops": call.flops,
-                     "seconds": statistics.median(seconds)})
+        seconds = median_seconds(lambda: call.op(*args, **kwargs), device, repeats)
+        rows.append({"call": call.describe(), "count": count, "flops": call.flops, "seconds": seconds})
         del args, kwargs
     return sorted(rows, key=lambda r: -r["seconds"] * r["count"])
 
