@@ -62,6 +62,8 @@ PACKINGS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences", 
 _PACKING_LAYOUT = {"segment_pair": (True, None), "sentence_pair": (True, "sentence_pair"),
                    "full_sentences": (False, None), "doc_sentences": (False, "doc_sentences"),
                    "token_blocks": (False, "token_blocks")}
+# InstanceSettings.layout of the MLM-only formats -> the function that packs them
+_PACKERS = {None: pack_full_sentences, "doc_sentences": pack_doc_sentences, "token_blocks": pack_token_blocks}
 
 
 def instance_layout(objective: str = "mlm_nsp", packing: str | None = None, nsp: bool = True) -> tuple[bool, str | None]:
@@ -269,15 +271,9 @@ def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path,
                         stats[doc_files[doc_ids[index]]].dropped += \
                             int(bounds[-1] - bounds[0]) - _covered(made, own_b=True, sop=s.layout == "sop")
                     instances.append(np.asarray(made, dtype=np.int64).reshape(-1))
-            elif s.layout == "doc_sentences":
-                instances.append(np.asarray(pack_doc_sentences(split_docs, s.max_seq_length),
-                                            dtype=np.int64).reshape(-1))
-            elif s.layout == "token_blocks":
-                instances.append(np.asarray(pack_token_blocks(split_docs, s.max_seq_length),
-                                            dtype=np.int64).reshape(-1))
             else:  # packing cuts long sentences into pieces: nothing is dropped
-                instances.append(np.asarray(pack_full_sentences(split_docs, s.max_seq_length),
-                                            dtype=np.int64).reshape(-1))
+                pack = _PACKERS[s.layout]
+                instances.append(np.asarray(pack(split_docs, s.max_seq_length), dtype=np.int64).reshape(-1))
         counts[split] = {"documents": len(doc_ids), "instances": instances.finish()}
 
     np.save(directory / "doc_starts.npy", doc_starts)
