@@ -65,6 +65,27 @@ def rtd_loss(logits: torch.Tensor, rtd_labels: torch.Tensor) -> torch.Tensor:
 
 SENTENCE_TASKS = {"mlm_nsp": "nsp", "mlm_sop": "sop"}  # the objectives with a sentence-pair head
 
+# Where the validation MLM loss is also split by position: [0, 64), [64, 128), [128, 256), [256, ...).
+# A second phase at a longer length (BERT's, §A.2) starts with the positions past the first phase's
+# untrained; the overall loss hides that, these ranges show it (logged where two or more hold masks).
+POSITION_RANGE_STARTS = (0, 64, 128, 256)
+
+
+def position_range_names(starts=POSITION_RANGE_STARTS) -> list[str]:
+    ends = [f"{end - 1}" for end in starts[1:]] + ["end"]
+    return [f"{start}-{end}" for start, end in zip(starts, ends)]
+
+
+def loss_by_position_range(token_losses: torch.Tensor, positions: torch.Tensor, selected: torch.Tensor,
+                           starts=POSITION_RANGE_STARTS) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum of the losses, number of masked tokens) per position range; ``token_losses``, ``positions``
+    and ``selected`` are [batch, predictions]."""
+    index = torch.bucketize(positions, torch.tensor(starts[1:], device=positions.device), right=True)
+    index = index[selected]
+    sums = torch.zeros(len(starts), device=token_losses.device).index_add_(0, index, token_losses[selected].float())
+    counts = torch.bincount(index, minlength=len(starts))
+    return sums, counts
+
 
 class PretrainingModule(BertTask):
     """Loss = masked-LM cross-entropy over the masked positions + next-sentence cross-entropy (BERT),
@@ -117,6 +138,7 @@ class PretrainingModule(BertTask):
         self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
         self.val_rtd_loss = MeanMetric()
         self.val_rtd_acc = MeanMetric()
+        self.val_position_loss = torch.nn.ModuleList(MeanMetric() for _ in POSITION_RANGE_STARTS)
 
     def unreached_prefixes(self) -> tuple[str, ...]:
         """Parameters no loss of this objective reaches: the pooler, and the NSP head where there is no
@@ -203,8 +225,22 @@ class PretrainingModule(BertTask):
         # weighted by the masked tokens, so the epoch value is the mean over all of them
         self.val_mlm_loss.update(mlm_loss, weight=count)
         self.val_mlm_acc.update(correct.sum() / count.clamp(min=1), weight=count)
+        token_losses = F.cross_entropy(mlm_logits.flatten(0, 1).float(), labels.flatten(), reduction="none",
+                                       ignore_index=IGNORE_INDEX).view(labels.shape)
+        sums, counts = loss_by_position_range(token_losses, batch["masked_lm_positions"], selected)
+        for metric, total, n in zip(self.val_position_loss, sums, counts):
+            metric.update(total / n.clamp(min=1), weight=n)  # an empty range adds nothing
         if self.nsp:
             self.val_nsp_acc.update(nsp_logits, batch["next_sentence_label"])
+
+    def _log_position_ranges(self, name: str) -> None:
+        values = [metric.compute() for metric in self.val_position_loss]  # NaN where no mask fell
+        for metric in self.val_position_loss:
+            metric.reset()
+        if sum(bool(torch.isfinite(v)) for v in values) >= 2:
+            for label, value in zip(position_range_names(), values):
+                if torch.isfinite(value):
+                    self.log(f"val/{name}_loss_by_position/{label}", value)
 
     def on_validation_epoch_end(self):
         loss = self.val_mlm_loss.compute()
@@ -214,6 +250,8 @@ class PretrainingModule(BertTask):
         self.log(f"val/{name}_acc", self.val_mlm_acc.compute())
         self.val_mlm_loss.reset()
         self.val_mlm_acc.reset()
+        if self.objective != "clm":
+            self._log_position_ranges(name)
         if self.nsp:
             self.log(f"val/{self.sentence_task}_acc", self.val_nsp_acc.compute())
             self.val_nsp_acc.reset()

@@ -32,7 +32,8 @@ def test_pretrain_tiny_learns(first_run):
     assert info["status"] == "finished" and info["global_step"] == 200
     metrics = info["metrics"]
     for key in ("train/loss", "train/mlm_loss", "train/nsp_loss", "lr", "train/tokens_per_sec",
-                "val/mlm_loss", "val/mlm_acc", "val/mlm_ppl", "val/nsp_acc"):
+                "val/mlm_loss", "val/mlm_acc", "val/mlm_ppl", "val/nsp_acc",
+                "val/mlm_loss_by_position/0-63", "val/mlm_loss_by_position/64-127"):  # instances of 128
         assert key in metrics, key
     with open(run_dir / "logs" / "metrics.csv") as f:
         val_losses = [float(r["val/mlm_loss"]) for r in csv.DictReader(f) if r.get("val/mlm_loss")]

@@ -131,3 +131,14 @@ def test_sequence_longer_than_the_position_embeddings_is_refused_before_work(tmp
     assert "data.instances.max_seq_length=1024" in result.stderr and "model.max_position_embeddings=512" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "run" / "run.json").exists() and not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_the_gpu_budget_preset_is_the_cpu_recipe_on_one_gpu():
+    cpu = compose_config(["+experiment=pretrain_budget"])
+    gpu = compose_config(["+experiment=pretrain_budget_gpu"])
+    assert (gpu.trainer.accelerator, gpu.trainer.devices, gpu.trainer.budget) == ("gpu", 1, "10m")
+    assert (gpu.global_batch_size, gpu.data.instances.max_seq_length) == (128, 128)
+    for key in ("model", "task", "optim", "precision"):
+        assert gpu[key] == cpu[key], key
+    for key in ("files", "tokenizer", "objective", "packing", "masking"):
+        assert gpu.data[key] == cpu.data[key], key

@@ -7,6 +7,7 @@ import transformers
 from bert_exp.data.masking import IGNORE_INDEX, PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
 from bert_exp.tasks import PretrainingModule, linear_warmup_decay, parameter_groups
+from bert_exp.tasks.pretraining import loss_by_position_range, position_range_names
 from bert_exp.tasks import OptimSettings
 from helpers import synthetic_samples
 
@@ -163,3 +164,47 @@ def test_compile_callback_keeps_parameter_names():
     trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
     assert module.model._compiled_call_impl is not None
     assert list(module.state_dict()) == names
+
+
+def test_validation_splits_the_mlm_loss_by_position_range():
+    # masked positions in three of the four ranges; each range's loss is the mean over its own masks
+    logits = torch.randn(2, 4, 10)
+    labels = torch.tensor([[1, 2, 3, IGNORE_INDEX], [4, 5, 6, 7]])
+    positions = torch.tensor([[3, 70, 200, 0], [63, 64, 127, 128]])
+    token_losses = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.clamp(min=0).flatten(),
+                                                     reduction="none").view(2, 4)
+    sums, counts = loss_by_position_range(token_losses, positions, labels != IGNORE_INDEX)
+    assert counts.tolist() == [2, 3, 2, 0]
+    expected = [token_losses[0, 0] + token_losses[1, 0], token_losses[0, 1] + token_losses[1, 1:3].sum(),
+                token_losses[0, 2] + token_losses[1, 3], 0.0]
+    torch.testing.assert_close(sums, torch.stack([torch.as_tensor(e) for e in expected]))
+    assert position_range_names() == ["0-63", "64-127", "128-255", "256-end"]
+
+
+def test_the_position_ranges_are_logged_beside_the_overall_loss():
+    import lightning as L
+
+    module = make_module(objective="mlm")
+    batch = PretrainingCollator(SpecialIds(0, 2, 3, 4, 30522))(synthetic_samples(8, max_len=128))
+    loader = torch.utils.data.DataLoader([batch], batch_size=None)
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    metrics = trainer.validate(module, loader, verbose=False)[0]
+    ranges = {k: v for k, v in metrics.items() if k.startswith("val/mlm_loss_by_position/")}
+    assert set(ranges) == {"val/mlm_loss_by_position/0-63", "val/mlm_loss_by_position/64-127"}
+    # the ranges' means weighted by their masks give the overall loss back
+    positions, selected = batch["masked_lm_positions"], batch["masked_lm_labels"] != IGNORE_INDEX
+    weights = [(selected & (positions < 64)).sum(), (selected & (positions >= 64)).sum()]
+    overall = (ranges["val/mlm_loss_by_position/0-63"] * weights[0]
+               + ranges["val/mlm_loss_by_position/64-127"] * weights[1]) / sum(weights)
+    assert overall == pytest.approx(metrics["val/mlm_loss"], rel=1e-4)
+
+
+def test_one_position_range_is_not_logged_twice():
+    import lightning as L
+
+    module = make_module(objective="mlm")
+    batch = PretrainingCollator(SpecialIds(0, 2, 3, 4, 30522))(synthetic_samples(8, max_len=60))
+    loader = torch.utils.data.DataLoader([batch], batch_size=None)
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    metrics = trainer.validate(module, loader, verbose=False)[0]
+    assert "val/mlm_loss" in metrics and not any("by_position" in k for k in metrics)
