@@ -142,3 +142,4 @@ def test_the_gpu_budget_preset_is_the_cpu_recipe_on_one_gpu():
         assert gpu[key] == cpu[key], key
     for key in ("files", "tokenizer", "objective", "packing", "masking"):
         assert gpu.data[key] == cpu.data[key], key
+    assert {**gpu.data.instances, "max_seq_length": 64} == {**cpu.data.instances}

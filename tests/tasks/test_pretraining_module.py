@@ -167,36 +167,51 @@ def test_compile_callback_keeps_parameter_names():
 
 
 def test_validation_splits_the_mlm_loss_by_position_range():
-    # masked positions in three of the four ranges; each range's loss is the mean over its own masks
-    logits = torch.randn(2, 4, 10)
-    labels = torch.tensor([[1, 2, 3, IGNORE_INDEX], [4, 5, 6, 7]])
-    positions = torch.tensor([[3, 70, 200, 0], [63, 64, 127, 128]])
+    # masked positions in every range, the boundaries included; each range's sum is over its own masks
+    logits = torch.randn(2, 6, 10)
+    labels = torch.tensor([[1, 2, 3, IGNORE_INDEX, 8, 9], [4, 5, 6, 7, 1, 2]])
+    positions = torch.tensor([[3, 70, 200, 0, 255, 256], [63, 64, 127, 128, 300, 511]])
     token_losses = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.clamp(min=0).flatten(),
-                                                     reduction="none").view(2, 4)
+                                                     reduction="none").view(2, 6)
     sums, counts = loss_by_position_range(token_losses, positions, labels != IGNORE_INDEX)
-    assert counts.tolist() == [2, 3, 2, 0]
-    expected = [token_losses[0, 0] + token_losses[1, 0], token_losses[0, 1] + token_losses[1, 1:3].sum(),
-                token_losses[0, 2] + token_losses[1, 3], 0.0]
-    torch.testing.assert_close(sums, torch.stack([torch.as_tensor(e) for e in expected]))
+    assert counts.tolist() == [2, 3, 3, 3]
+    t = token_losses
+    expected = [t[0, 0] + t[1, 0], t[0, 1] + t[1, 1] + t[1, 2], t[0, 2] + t[0, 4] + t[1, 3],
+                t[0, 5] + t[1, 4] + t[1, 5]]
+    torch.testing.assert_close(sums, torch.stack(expected))
     assert position_range_names() == ["0-63", "64-127", "128-255", "256-end"]
 
 
 def test_the_position_ranges_are_logged_beside_the_overall_loss():
     import lightning as L
 
-    module = make_module(objective="mlm")
-    batch = PretrainingCollator(SpecialIds(0, 2, 3, 4, 30522))(synthetic_samples(8, max_len=128))
-    loader = torch.utils.data.DataLoader([batch], batch_size=None)
+    # a trained-looking model: the decoder's bias favours some tokens, so the token losses differ widely
+    module = make_module(objective="mlm").eval()
+    with torch.no_grad():
+        module.model.cls.predictions.bias.copy_(torch.randn(30522) * 4)
+    collate = PretrainingCollator(SpecialIds(0, 2, 3, 4, 30522))
+    batches = [collate(synthetic_samples(8, seed=1, max_len=60)), collate(synthetic_samples(8, seed=2, max_len=128))]
+    sums, counts = torch.zeros(4), torch.zeros(4)
+    with torch.no_grad():  # what each range should hold, from the per-token losses of both batches
+        for batch in batches:
+            logits, _ = module(batch)
+            labels, positions = batch["masked_lm_labels"], batch["masked_lm_positions"]
+            losses = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none",
+                                                       ignore_index=IGNORE_INDEX).view(labels.shape)
+            selected = labels != IGNORE_INDEX
+            for k, (lo, hi) in enumerate([(0, 64), (64, 128), (128, 256), (256, 10_000)]):
+                inside = selected & (positions >= lo) & (positions < hi)
+                sums[k] += losses[inside].sum()
+                counts[k] += inside.sum()
+    assert counts[0] > 0 and counts[1] > 0 and counts[2:].sum() == 0
     trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
-    metrics = trainer.validate(module, loader, verbose=False)[0]
+    metrics = trainer.validate(module, torch.utils.data.DataLoader(batches, batch_size=None), verbose=False)[0]
     ranges = {k: v for k, v in metrics.items() if k.startswith("val/mlm_loss_by_position/")}
     assert set(ranges) == {"val/mlm_loss_by_position/0-63", "val/mlm_loss_by_position/64-127"}
-    # the ranges' means weighted by their masks give the overall loss back
-    positions, selected = batch["masked_lm_positions"], batch["masked_lm_labels"] != IGNORE_INDEX
-    weights = [(selected & (positions < 64)).sum(), (selected & (positions >= 64)).sum()]
-    overall = (ranges["val/mlm_loss_by_position/0-63"] * weights[0]
-               + ranges["val/mlm_loss_by_position/64-127"] * weights[1]) / sum(weights)
-    assert overall == pytest.approx(metrics["val/mlm_loss"], rel=1e-4)
+    assert ranges["val/mlm_loss_by_position/0-63"] == pytest.approx((sums[0] / counts[0]).item(), rel=1e-4)
+    assert ranges["val/mlm_loss_by_position/64-127"] == pytest.approx((sums[1] / counts[1]).item(), rel=1e-4)
+    assert metrics["val/mlm_loss"] == pytest.approx((sums.sum() / counts.sum()).item(), rel=1e-4)
+    assert abs(ranges["val/mlm_loss_by_position/0-63"] - ranges["val/mlm_loss_by_position/64-127"]) > 1e-3
 
 
 def test_one_position_range_is_not_logged_twice():
