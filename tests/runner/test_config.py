@@ -123,9 +123,9 @@ def test_help_lists_groups_and_presets_with_descriptions():
 
 def test_sequence_longer_than_the_position_embeddings_is_refused_before_work(tmp_path):
     with pytest.raises(ConfigError, match=r"data.instances.max_seq_length=1024 .*model.max_position_embeddings=512"):
-        validate_config(compose_config(["+experiment=pretrain_tiny", "data.instances.max_seq_length=1024"]))
+        validate_config(compose_config(["+experiment=pretrain_tiny", "data.instances.max_seq_length=1024"], tmp_path))
     with pytest.raises(ConfigError, match=r"data.max_seq_length=1024 .*model.max_position_embeddings=512"):
-        validate_config(compose_config(["+experiment=cola_minilm", "data.max_seq_length=1024"]))
+        validate_config(compose_config(["+experiment=cola_minilm", "data.max_seq_length=1024"], tmp_path))
     result = run_cli(["+experiment=pretrain_tiny", "data.instances.max_seq_length=1024", f"hydra.run.dir={tmp_path / 'run'}"])
     assert result.returncode == 2
     assert "data.instances.max_seq_length=1024" in result.stderr and "model.max_position_embeddings=512" in result.stderr

@@ -182,9 +182,15 @@ def test_validation_splits_the_mlm_loss_by_position_range():
     assert position_range_names() == ["0-63", "64-127", "128-255", "256-end"]
 
 
-def test_the_position_ranges_are_logged_beside_the_overall_loss():
+def validate(module, batches) -> dict:
+    """Lightning's validation of ``module`` over ready-made batches: the metrics it logs."""
     import lightning as L
 
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    return trainer.validate(module, torch.utils.data.DataLoader(batches, batch_size=None), verbose=False)[0]
+
+
+def test_the_position_ranges_are_logged_beside_the_overall_loss():
     # a trained-looking model: the decoder's bias favours some tokens, so the token losses differ widely
     module = make_module(objective="mlm").eval()
     with torch.no_grad():
@@ -204,8 +210,7 @@ def test_the_position_ranges_are_logged_beside_the_overall_loss():
                 sums[k] += losses[inside].sum()
                 counts[k] += inside.sum()
     assert counts[0] > 0 and counts[1] > 0 and counts[2:].sum() == 0
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
-    metrics = trainer.validate(module, torch.utils.data.DataLoader(batches, batch_size=None), verbose=False)[0]
+    metrics = validate(module, batches)
     ranges = {k: v for k, v in metrics.items() if k.startswith("val/mlm_loss_by_position/")}
     assert set(ranges) == {"val/mlm_loss_by_position/0-63", "val/mlm_loss_by_position/64-127"}
     assert ranges["val/mlm_loss_by_position/0-63"] == pytest.approx((sums[0] / counts[0]).item(), rel=1e-4)
@@ -215,11 +220,6 @@ def test_the_position_ranges_are_logged_beside_the_overall_loss():
 
 
 def test_one_position_range_is_not_logged_twice():
-    import lightning as L
-
-    module = make_module(objective="mlm")
     batch = PretrainingCollator(SpecialIds(0, 2, 3, 4, 30522))(synthetic_samples(8, max_len=60))
-    loader = torch.utils.data.DataLoader([batch], batch_size=None)
-    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
-    metrics = trainer.validate(module, loader, verbose=False)[0]
+    metrics = validate(make_module(objective="mlm"), [batch])
     assert "val/mlm_loss" in metrics and not any("by_position" in k for k in metrics)
