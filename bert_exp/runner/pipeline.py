@@ -12,7 +12,6 @@ Every stage's config is composed and checked before the first one starts.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +19,8 @@ from omegaconf import DictConfig
 
 from .validation import ConfigError, validate_config
 from ..records import write_json
-from .run_dir import hydra_overrides, read_run_info
+from .children import INTERRUPTED, run_child
+from .run_dir import finished_job, hydra_overrides, read_run_info
 
 
 def stage_overrides(cfg: DictConfig, name: str, run_dir: Path, shared: list[str]) -> list[str]:
@@ -62,7 +62,7 @@ def evaluate_command(cfg: DictConfig, name: str, run_dir: Path, shared: list[str
     if stage.get("tasks"):
         command += ["--tasks", *stage.tasks]
     # the pipeline's own overrides reach every fine-tuning job, except the seed: the suite sets its own
-    for override in [*(o for o in shared if not o.startswith("seed=")), *stage.get("overrides", [])]:
+    for override in [*(o for o in shared if o.lstrip("+~").partition("=")[0] != "seed"), *stage.get("overrides", [])]:
         command += ["--override", override]
     return command
 
@@ -114,6 +114,12 @@ def check_stages(cfg: DictConfig, run_dir: Path, shared: list[str]) -> dict[str,
     return stages
 
 
+def stage_end(name: str, code: int) -> str:
+    if code in INTERRUPTED:
+        return f"pipeline: stage {name} was stopped (exit code {code}), its work saved"
+    return f"error: pipeline stage {name} failed (exit code {code})"
+
+
 def run_pipeline(cfg: DictConfig) -> float | None:
     run_dir = Path(cfg.paths.run_dir)
     stages = check_stages(cfg, run_dir, shared_overrides())
@@ -122,23 +128,21 @@ def run_pipeline(cfg: DictConfig) -> float | None:
         stage_dir = run_dir / name
         if overrides[:2] == ["-m", "bert_exp.evaluate"]:  # finished jobs inside it are skipped by the tool
             print(f"pipeline: {name}: python {' '.join(overrides)}", flush=True)
-            code = subprocess.call([sys.executable, *overrides])
+            code = run_child([sys.executable, *overrides])
             if code != 0:
-                print(f"error: pipeline stage {name} failed (exit code {code}); re-run with "
-                      f"hydra.run.dir={run_dir} to continue", file=sys.stderr)
+                print(f"{stage_end(name, code)}; re-run with hydra.run.dir={run_dir} to continue", file=sys.stderr)
                 sys.exit(code)
             results[name] = {"run_dir": str(stage_dir), "status": "finished", "monitor": "suite average",
                              "value": {row["source"]: row["average"] for row in
                                        json.loads((stage_dir / "suite.json").read_text())["rows"]}}
             continue
-        previous = read_run_info(stage_dir)
-        if previous and previous.get("status") == "finished":
+        if finished_job(stage_dir, overrides):  # a stage run with other settings is refused, not skipped
             print(f"pipeline: {name} finished earlier, skipped ({stage_dir})")
         else:
             print(f"pipeline: {name}: python -m bert_exp {' '.join(overrides)}", flush=True)
-            code = subprocess.call([sys.executable, "-m", "bert_exp", *overrides, f"hydra.run.dir={stage_dir}"])
+            code = run_child([sys.executable, "-m", "bert_exp", *overrides, f"hydra.run.dir={stage_dir}"])
             if code != 0:
-                print(f"error: pipeline stage {name} failed (exit code {code}); see {stage_dir}. Re-run with "
+                print(f"{stage_end(name, code)}; see {stage_dir}. Re-run with "
                       f"hydra.run.dir={run_dir}: finished stages are skipped, an interrupted one continues "
                       "from its last.ckpt", file=sys.stderr)
                 sys.exit(code)

@@ -38,14 +38,15 @@ from .run_dir import (
     JobDirectory,
     RunLock,
     clean_partial_files,
-    last_step,
-    lock_is_live,
-    read_lock,
     hydra_overrides,
     is_multirun,
+    last_step,
+    lock_is_live,
     original_run_info,
     prepare_ddp_children,
+    read_lock,
     sweep_job_environment,
+    weights_sha256,
 )
 from .ranks import is_global_rank_zero
 from ..errors import UserError
@@ -292,6 +293,8 @@ class RunRecord:
             "parameters": parameter_counts(module.model),  # by part: embeddings, encoder, heads, trainable
             "resumed_from": str(job.ckpt_path) if job.ckpt_path else None,
             "initialised_from": init.source if init is not None else None,
+            # what check_same_job compares when the job's directory is run again
+            "initialised_from_sha256": weights_sha256(init.source) if init is not None else None,
             "monitor": cfg.task.monitor,
             "config": resolved,
         }

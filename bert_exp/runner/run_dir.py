@@ -68,6 +68,49 @@ def check_fresh_run_dir(run_dir: Path) -> None:
             )
 
 
+def weights_file(source: str | Path) -> Path | None:
+    """The file a model was initialised from: a .ckpt, or a HuggingFace directory's weights."""
+    path = Path(source)
+    if path.is_file():
+        return path
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (path / name).is_file():
+            return path / name
+    return None
+
+
+def weights_sha256(source: str | Path) -> str | None:
+    from ..data.hashing import file_sha256
+
+    path = weights_file(source)
+    return file_sha256(path) if path is not None else None
+
+
+def check_same_job(run_dir: Path, previous: dict, overrides: list[str]) -> None:
+    """A job directory run again must hold the same job: the same overrides, and the model it started
+    from unchanged (a run directory retrained or a directory exported again under the same path would
+    otherwise lend its old score to the new model)."""
+    if previous.get("overrides") != overrides:
+        raise ConfigError(
+            f"{run_dir} holds another job (overrides {previous.get('overrides')}, not {overrides}); "
+            "re-run with the same arguments, or choose a new directory"
+        )
+    source, recorded = previous.get("initialised_from"), previous.get("initialised_from_sha256")
+    if source and recorded and Path(source).exists() and weights_sha256(source) != recorded:
+        raise ConfigError(f"{run_dir} was fine-tuned from an earlier {source} (its weights have changed since); "
+                          "choose a new directory for the new model")
+
+
+def finished_job(run_dir: Path, overrides: list[str]) -> dict | None:
+    """run.json of the same job finished earlier in ``run_dir`` (a pipeline stage or suite job the caller
+    then skips), None while it is still to run or to continue. Another job's directory is refused."""
+    previous = read_run_info(run_dir)
+    if previous is None:
+        return None
+    check_same_job(run_dir, previous, overrides)
+    return previous if previous.get("status") == "finished" else None
+
+
 @dataclass
 class JobDirectory:
     """What to do in the directory of a sweep job or pipeline stage that is run again."""
@@ -88,11 +131,8 @@ class JobDirectory:
         if not in_place or (previous is None and not (run_dir / "checkpoints").exists()):
             check_fresh_run_dir(run_dir)
             return cls()
-        if previous is not None and previous.get("overrides") != overrides:
-            raise ConfigError(
-                f"{run_dir} holds another job (overrides {previous.get('overrides')}, not {overrides}); "
-                "re-run with the same arguments, or choose a new directory"
-            )
+        if previous is not None:
+            check_same_job(run_dir, previous, overrides)
         if previous is not None and previous.get("status") == "finished":
             return cls(finished=previous, previous=previous)
         last = run_dir / "checkpoints" / "last.ckpt"

@@ -14,14 +14,15 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError
 from ..records import write_json
-from ..runner.run_dir import read_run_info
+from ..runner.children import INTERRUPTED, run_child
+from ..runner.run_dir import finished_job, read_run_info
+from ..runner.validation import ConfigError
 
 # task -> (metric in run.json, its name in the table, scale to points)
 TASKS = {
@@ -35,6 +36,14 @@ DEFAULT_TASKS = ("sst2", "cola", "squad", "pos")
 
 class EvaluateError(UserError, ValueError):
     pass
+
+
+class EvaluateInterrupted(EvaluateError):
+    """A job stopped by a signal: the suite stops with the job's own exit code (130, 143)."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass
@@ -97,19 +106,27 @@ def run_suite(sources: list[Source], tasks: list[str], seeds: list[int], out: Pa
             for seed in seeds:
                 job_dir = out / source.label / task / f"seed{seed}"
                 command = job_command(source, task, seed, job_dir, extra)
-                info = read_run_info(job_dir)
-                if not (info and info.get("status") == "finished"):
+                try:  # a directory holding another job (other overrides, a changed source) is refused
+                    info = finished_job(job_dir, command[3:-1])
+                except ConfigError as err:
+                    raise EvaluateError(f"{err} (another --out keeps both)") from None
+                if info is None:
                     print(f"evaluate: {source.label} {task} seed {seed}: {' '.join(command[1:])}", flush=True)
                     if dry_run:
                         continue
-                    code = subprocess.call(command)
+                    code = run_child(command)
                     info = read_run_info(job_dir)
+                    if code in INTERRUPTED:
+                        raise EvaluateInterrupted(code, f"{source.label} {task} seed {seed} was stopped (exit code "
+                                                  f"{code}), its last.ckpt in {job_dir}. Run the same command "
+                                                  "again to continue it")
                     if code != 0 or not info:
                         raise EvaluateError(f"{source.label} {task} seed {seed} failed (exit code {code}); see "
                                             f"{job_dir}. Run the same command again: finished jobs are skipped")
                 value = (info.get("metrics") or {}).get(metric)
                 if value is None:
-                    raise EvaluateError(f"{job_dir}/run.json has no {metric}")
+                    reason = "null: it was not finite" if metric in (info.get("metrics") or {}) else "missing"
+                    raise EvaluateError(f"{job_dir}/run.json: {metric} is {reason}")
                 results.setdefault(source.label, {}).setdefault(task, []).append(float(value) * scale)
     return results
 
@@ -193,8 +210,17 @@ def main(argv: list[str] | None = None) -> int:
         labels = [s.label for s in sources]
         if len(set(labels)) != len(labels):
             raise EvaluateError(f"two sources share a row name ({labels}); name them NAME=SOURCE")
+        if len(set(args.tasks)) != len(args.tasks):
+            raise EvaluateError(f"--tasks names a task twice ({' '.join(args.tasks)})")
+        for override in args.override:
+            if override.lstrip("+~").partition("=")[0] == "seed":
+                raise EvaluateError(f"--override {override}: the suite sets each job's seed; use --first-seed "
+                                    "and --seeds")
         seeds = list(range(args.first_seed, args.first_seed + args.seeds))
         results = run_suite(sources, args.tasks, seeds, args.out, args.override, args.dry_run)
+    except EvaluateInterrupted as err:
+        print(f"evaluate: {err}", file=sys.stderr)
+        return err.code
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

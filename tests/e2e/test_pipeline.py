@@ -140,6 +140,14 @@ def test_rerunning_a_pipeline_skips_finished_stages_and_resumes_an_interrupted_o
     assert resumed["status"] == "finished" and resumed["resumed_from"] == str(run_dir / "cola" / "checkpoints" / "last.ckpt")
     assert (resumed["global_step"], resumed["wandb_id"]) == (cola["global_step"], cola["wandb_id"])
     assert resumed["metrics"]["val/mcc"] == cola["metrics"]["val/mcc"]  # the same weights, validated again
+    # the same directory with another setting for a finished stage: refused, not skipped with its old result
+    stages = [s.replace('"trainer.max_steps=3","+data.limit_val_examples=40"', '"trainer.max_steps=4",'
+                        '"+data.limit_val_examples=40"') for s in STAGES]
+    assert stages != STAGES
+    result = run_cli(["+experiment=pipeline_tiny", "hardware=ddp_cpu", "trainer.log_every_n_steps=1", *stages,
+                      f"hydra.run.dir={run_dir}"], env=env, timeout=300)
+    assert result.returncode == 2 and f"{run_dir / 'squad'} holds another job" in result.stderr, result.stderr[-2000:]
+    assert [(run_dir / s / "run.json").stat().st_mtime_ns for s in ("pretrain", "squad")] == stamps
 
 
 def test_a_typo_in_a_stage_stops_the_pipeline_before_any_stage_runs(env, tmp_path):

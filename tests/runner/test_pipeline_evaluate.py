@@ -22,6 +22,8 @@ def test_pipeline_budget_scores_the_pretrained_model_scratch_and_minilm(tmp_path
     assert tasks == ["sst2", "cola", "squad", "pos"]  # POS tagging too, now that tagging exists
     assert ["--override", "hardware=cpu"] == command[-2:]  # the pipeline's seed is not the suite's
     assert "seed=7" not in command
+    for seed in ("++seed=7", "+seed=7"):  # however the seed was written
+        assert seed not in evaluate_command(cfg, "evaluate", tmp_path, ["hardware=cpu", seed])
 
 
 def test_evaluate_stage_names_only_earlier_stages(tmp_path):

@@ -48,6 +48,34 @@ def test_another_jobs_directory_is_never_reused(tmp_path):
         JobDirectory.inspect(tmp_path / "run", OVERRIDES, False)
 
 
+def test_a_finished_job_counts_only_for_the_same_job_from_the_same_weights(tmp_path):
+    """What a pipeline or the suite skips: a finished job with the same overrides whose starting weights
+    are unchanged. Another job's directory, or weights written again under the same path, is refused
+    rather than lending its old score to the new job."""
+    assert jobs.finished_job(tmp_path / "none", OVERRIDES) is None
+    write_run(tmp_path / "running", "running")
+    assert jobs.finished_job(tmp_path / "running", OVERRIDES) is None  # to continue, not to skip
+    write_run(tmp_path / "done", "finished")
+    assert jobs.finished_job(tmp_path / "done", OVERRIDES)["status"] == "finished"
+    with pytest.raises(ConfigError, match="holds another job"):
+        jobs.finished_job(tmp_path / "done", ["+experiment=pretrain_tiny", "seed=2"])
+
+    weights = tmp_path / "hf" / "model.safetensors"  # a HuggingFace directory: its weights file is compared
+    weights.parent.mkdir()
+    weights.write_bytes(b"first")
+    write_run(tmp_path / "tuned", "finished")
+    info = json.loads((tmp_path / "tuned" / "run.json").read_text())
+    info.update(initialised_from=str(weights.parent), initialised_from_sha256=jobs.weights_sha256(weights.parent))
+    (tmp_path / "tuned" / "run.json").write_text(json.dumps(info))
+    assert jobs.finished_job(tmp_path / "tuned", OVERRIDES)["status"] == "finished"
+    weights.write_bytes(b"second")
+    with pytest.raises(ConfigError, match="weights have changed"):
+        jobs.finished_job(tmp_path / "tuned", OVERRIDES)
+    with pytest.raises(ConfigError, match="weights have changed"):  # nor continued, when interrupted
+        JobDirectory.inspect(tmp_path / "tuned", OVERRIDES, True)
+    assert jobs.weights_sha256(tmp_path / "nothing") is None
+
+
 def test_each_multirun_job_starts_from_the_environment_the_sweep_started_with(monkeypatch, tmp_path):
     """What a DDP job leaves behind in the sweep's process (launch variables, a cut thread count, an
     open process group) is gone before the next job."""

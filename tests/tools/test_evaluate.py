@@ -47,6 +47,25 @@ def test_the_suite_scores_every_task_by_default(tmp_path, capsys):
     assert jobs == ["sst2", "cola", "squad", "pos"]
 
 
+def test_mistakes_that_would_mislabel_the_table_are_refused(tmp_path, capsys):
+    """A task named twice would count its seeds twice; a seed override would give every job one seed
+    (a spread of 0); a job directory holding another job would lend its score to this one."""
+    hf = tiny_hf_directory(tmp_path / "hf")
+    out = tmp_path / "out"
+    assert main([str(hf), "--tasks", "cola", "cola", "--out", str(out), "--dry-run"]) == 2
+    assert "--tasks names a task twice" in capsys.readouterr().err
+    for override in ("seed=7", "++seed=7"):
+        assert main([str(hf), "--override", override, "--out", str(out), "--dry-run"]) == 2
+        assert f"--override {override}: the suite sets each job's seed" in capsys.readouterr().err
+    job = out / "hf" / "cola" / "seed42"
+    job.mkdir(parents=True)
+    (job / "run.json").write_text(json.dumps({"status": "finished", "overrides": ["+experiment=suite_cola", "x=1"],
+                                              "metrics": {"val/mcc": 0.5}}))
+    assert main([str(hf), "--tasks", "cola", "--seeds", "1", "--out", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert f"{job} holds another job" in err and "another --out keeps both" in err
+
+
 @pytest.mark.slow
 def test_suite_runs_a_checkpoint_and_scratch_in_its_shape(data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BERT_EXP_DATA", str(data_dir))
@@ -76,6 +95,13 @@ def test_suite_runs_a_checkpoint_and_scratch_in_its_shape(data_dir, tmp_path, mo
     capsys.readouterr()
     assert main(args) == 0  # everything finished: nothing runs again
     assert "evaluate: tiny cola seed" not in capsys.readouterr().out
+    from bert_exp.data.hashing import file_sha256
+    assert infos["tiny"]["initialised_from_sha256"] == file_sha256(hf / "model.safetensors")
+    # the same command after the source's weights were written again: refused, not scored from the old ones
+    from safetensors.torch import load_file, save_file
+    save_file({k: v + 0.01 for k, v in load_file(hf / "model.safetensors").items()}, hf / "model.safetensors")
+    assert main(args) == 2
+    assert "weights have changed" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("task", ["sst2", "cola", "squad", "pos"])
