@@ -97,7 +97,7 @@ def check_same_job(run_dir: Path, previous: dict, overrides: list[str]) -> None:
         )
     source, recorded = previous.get("initialised_from"), previous.get("initialised_from_sha256")
     if source and recorded and Path(source).exists() and weights_sha256(source) != recorded:
-        raise ConfigError(f"{run_dir} was fine-tuned from an earlier {source} (its weights have changed since); "
+        raise ConfigError(f"{run_dir} started from an earlier {source} (its weights have changed since); "
                           "choose a new directory for the new model")
 
 
