@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import csv
+import functools
 import json
 import logging
 import os
@@ -80,10 +81,19 @@ def weights_file(source: str | Path) -> Path | None:
 
 
 def weights_sha256(source: str | Path) -> str | None:
+    path = weights_file(source)
+    if path is None:
+        return None
+    stat = path.stat()
+    return _sha256_of(path.resolve(), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _sha256_of(path: Path, size: int, mtime_ns: int) -> str:
+    """Hashed once per file version: the suite checks one source for each of its jobs."""
     from ..data.hashing import file_sha256
 
-    path = weights_file(source)
-    return file_sha256(path) if path is not None else None
+    return file_sha256(path)
 
 
 def check_same_job(run_dir: Path, previous: dict, overrides: list[str]) -> None:

@@ -91,9 +91,10 @@ def parse_source(text: str, out: Path) -> Source:
     return Source(label or path.name, [f"task.init_from={path}"], spec)
 
 
-def job_command(source: Source, task: str, seed: int, job_dir: Path, extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "bert_exp", f"+experiment=suite_{task}", *source.overrides, f"seed={seed}",
-            "resume_in_place=true", "logger=csv", *extra, f"hydra.run.dir={job_dir}"]
+def job_overrides(source: Source, task: str, seed: int, extra: list[str]) -> list[str]:
+    """A job's overrides, as its run.json records them (the run directory is not one)."""
+    return [f"+experiment=suite_{task}", *source.overrides, f"seed={seed}", "resume_in_place=true", "logger=csv",
+            *extra]
 
 
 def run_suite(sources: list[Source], tasks: list[str], seeds: list[int], out: Path, extra: list[str],
@@ -105,9 +106,10 @@ def run_suite(sources: list[Source], tasks: list[str], seeds: list[int], out: Pa
             metric, _, scale = TASKS[task]
             for seed in seeds:
                 job_dir = out / source.label / task / f"seed{seed}"
-                command = job_command(source, task, seed, job_dir, extra)
+                overrides = job_overrides(source, task, seed, extra)
+                command = [sys.executable, "-m", "bert_exp", *overrides, f"hydra.run.dir={job_dir}"]
                 try:  # a directory holding another job (other overrides, a changed source) is refused
-                    info = finished_job(job_dir, command[3:-1])
+                    info = finished_job(job_dir, overrides)
                 except ConfigError as err:
                     raise EvaluateError(f"{err} (another --out keeps both)") from None
                 if info is None:
