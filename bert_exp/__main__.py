@@ -48,6 +48,12 @@ def main() -> None:
 
         print(help_text())
         return
+    from .runner.help import unknown_choice
+
+    mistake = unknown_choice(args)  # a mistyped preset or option: one line, not Hydra's list of them all
+    if mistake:
+        print(f"error: {mistake}", file=sys.stderr)
+        sys.exit(2)
     cfg_type = _cfg_type(args)
     multirun = "-m" in args or "--multirun" in args
     if cfg_type is not None and multirun:  # Hydra refuses both: each job's config, composed here

@@ -1,12 +1,22 @@
-"""Data: tokenizer, corpus reading, instance creation, masking, and the DataModules."""
+"""Data: tokenizer, corpus reading, instance creation, masking, and the DataModules.
 
-from .corpus import InstanceSettings
-from .glue import GlueDataModule
-from .loading import LoaderSettings
-from .masking import MaskingSettings, PretrainingCollator, SpecialIds, mask_tokens
-from .pretraining import PretrainingDataModule, TokenizerSpec
-from .squad import SquadDataModule
-from .tagging import TaggingDataModule
+The names below are imported when first used, so a process that needs one algorithm (a data
+preparation worker) does not import Lightning with the DataModules."""
 
-__all__ = ["GlueDataModule", "InstanceSettings", "LoaderSettings", "MaskingSettings", "PretrainingCollator", "PretrainingDataModule", "SpecialIds", "SquadDataModule", "TaggingDataModule", "TokenizerSpec",
-           "mask_tokens"]
+from importlib import import_module
+
+_WHERE = {
+    "GlueDataModule": ".glue", "InstanceSettings": ".corpus", "LoaderSettings": ".loading",
+    "MaskingSettings": ".masking", "PretrainingCollator": ".masking", "PretrainingDataModule": ".pretraining",
+    "SpecialIds": ".masking", "SquadDataModule": ".squad", "TaggingDataModule": ".tagging",
+    "TokenizerSpec": ".pretraining", "mask_tokens": ".masking",
+}
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = sorted(_WHERE)

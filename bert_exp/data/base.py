@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 import lightning as L
@@ -21,19 +22,27 @@ from .tokenizer import checkpoint_tokenizer, load_vocab_file, save_vocab
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
+@contextmanager
+def blocking_signals(block: bool = True):
+    """SIGTERM and SIGINT held back while loader workers start: a signal to the process group arriving
+    then waits, and each worker discards it once :func:`worker_init` has it ignoring them (otherwise a
+    worker forked at that moment dies of it, and the run with it)."""
+    if not block:
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class DataLoader(torch.utils.data.DataLoader):
-    """PyTorch's DataLoader, its workers started with SIGTERM and SIGINT blocked: a signal to the process
-    group arriving while a worker starts waits, and the worker discards it once worker_init has it
-    ignoring them (otherwise a worker forked at that moment dies of it, and the run with it)."""
+    """PyTorch's DataLoader, its workers started with the stop signals blocked (:func:`blocking_signals`)."""
 
     def __iter__(self):
-        if self.num_workers == 0:
+        with blocking_signals(self.num_workers > 0):
             return super().__iter__()
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
-            return super().__iter__()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def worker_init(worker_id: int) -> None:

@@ -1,40 +1,34 @@
-"""The pre-training corpus cache: token ids and instance spans on disk, memory-mapped for training.
+"""Pre-training instances from corpus text, one group of input files at a time.
 
-Layout of a cache directory (named by a hash of the input files' contents, the vocabulary and every
-data setting that changes instances)::
+A group is one or more whole input files (:mod:`bert_exp.data.shards` deals the corpus into groups and
+prepares them in worker processes). For each group :func:`cut_group` reads the documents, holds out
+validation documents, tokenizes them into one flat token array and cuts the objective's instances
+(:mod:`bert_exp.data.instances`: BERT's pairs, RoBERTa's packings, ALBERT's sentence order), whose
+NotNext segments come from other documents of the same group and split, as they did when the original
+``create_pretraining_data.py`` was run on each input shard. With a single group (a small corpus) the
+instances are those the whole corpus made before groups existed: the same documents, split, random
+generator (``random.Random(seed)``, then ``seed + g`` for group g) and order of draws.
 
-    tokens.npy       all sentences' token ids, flat (uint16 when the vocabulary allows)
-    doc_starts.npy   offset of each document's first token (and the total, last)
-    train.npy        instances of the training documents, int64 [N, 5] (see instances.py)
-    val.npy          instances of the held-out documents
-    meta.json        counts, files and their sha256, settings, and the data report (below)
+:func:`assemble` turns an instance into its token ids ``[CLS] A [SEP] (B [SEP])``.
 
-It is built once, into a temporary directory renamed into place, so concurrent builders (DDP ranks on
-a shared file system) cannot leave a half-written cache.
-
-The data report (``meta.json["report"]``, JSON) says what went in and what was lost: files by format,
-documents, sentences, tokens, the files decoded with the encoding fallback and how many bytes each
-needed it, tokens per second of the build, and the tokens that no instance holds. With NSP a sentence
-longer than an instance (``max_seq_length - 3`` tokens) is cut to that length, and the rest of it is
-dropped: text without sentence punctuation (one line of 1 MB is one "sentence") loses almost all of
-itself. Each file that has such sentences gets a warning on the ``bert_exp.data`` logger, and the
-report counts the dropped tokens per such file and in total.
+The data report says what went in and what was lost: files by format, documents, sentences, tokens,
+the files decoded with the encoding fallback and how many bytes each needed it, and the tokens that no
+instance holds. With NSP a sentence longer than an instance (``max_seq_length - 3`` tokens) is cut to
+that length, and the rest of it is dropped: text without sentence punctuation (one line of 1 MB is one
+"sentence") loses almost all of itself. Each file that has such sentences gets a warning on the
+``bert_exp.data`` logger, and the report counts the dropped tokens per such file and in total.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import shutil
-import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 from tokenizers import Tokenizer
-from tqdm import tqdm
 
 from .instances import (
     create_instances_from_document,
@@ -44,9 +38,8 @@ from .instances import (
     pack_full_sentences,
     pack_token_blocks,
 )
-from .masking import IGNORE_INDEX
-from ..records import write_json
-from .text import CorpusError, ReadReport, iter_documents
+from .overlap import Overlap
+from .text import CorpusError, ReadReport, document_sentences, iter_file_documents
 
 log = logging.getLogger("bert_exp.data")
 
@@ -120,37 +113,61 @@ class InstanceSettings:
 
 
 @dataclass
-class _FileStats:
+class FileStats:
+    """What one input file gave: tokens, sentences, sentences longer than an NSP instance, the tokens no
+    instance holds."""
+
     tokens: int = 0
     sentences: int = 0
     long_sentences: int = 0  # longer than an NSP instance can hold
     longest_sentence: int = 0
     dropped: int = 0  # tokens no instance holds
 
+    def add(self, other: FileStats) -> None:
+        self.tokens += other.tokens
+        self.sentences += other.sentences
+        self.long_sentences += other.long_sentences
+        self.longest_sentence = max(self.longest_sentence, other.longest_sentence)
+        self.dropped += other.dropped
 
-def _tokenize_documents(files: list[Path], tokenizer: Tokenizer, s: InstanceSettings):
-    """Yields each document's sentences as token-id arrays (empty sentences dropped)."""
-    for _, ids in _tokenize_by_file(files, tokenizer, s, ReadReport(), [_FileStats() for _ in files]):
-        yield ids
 
+@dataclass
+class GroupReport:
+    """What cutting one group (or, added up, the corpus) met: per-file counts and what reading found."""
 
-def _tokenize_by_file(files: list[Path], tokenizer: Tokenizer, s: InstanceSettings, read: ReadReport,
-                      stats: list[_FileStats]):
-    """Yields each document's (file index, sentences as token-id arrays), counting into ``read`` and
-    ``stats``."""
-    docs = iter_documents(files, s.encoding_fallback, s.doc_boundary, s.document_regex, s.line_is_sentence,
-                          report=read, with_file_index=True, boundaries=s.file_boundaries)
-    for file_index, sentences in docs:
-        encodings = tokenizer.encode_batch(sentences, add_special_tokens=False)
-        ids = [np.asarray(e.ids, dtype=np.int32) for e in encodings if e.ids]
-        if ids:
-            stat = stats[file_index]
-            stat.sentences += len(ids)
-            longest = max(len(x) for x in ids)
-            stat.longest_sentence = max(stat.longest_sentence, longest)
-            if s.nsp and longest > s.max_seq_length - 3:
-                stat.long_sentences += sum(len(x) > s.max_seq_length - 3 for x in ids)
-            yield file_index, ids
+    files: dict[str, FileStats] = field(default_factory=dict)
+    read: ReadReport = field(default_factory=ReadReport)
+    documents: int = 0
+    instances: int = 0
+    shared: list[str] = field(default_factory=list)  # documents sharing a paragraph with evaluation sets
+    token_counts: dict[int, int] = field(default_factory=dict)  # of the training documents, by token id
+
+    def file(self, path) -> FileStats:
+        return self.files.setdefault(str(path), FileStats())
+
+    def add(self, other: GroupReport) -> None:
+        for path, stats in other.files.items():
+            self.file(path).add(stats)
+        self.read.formats.update(other.read.formats)
+        self.read.fallback_decoded.update(other.read.fallback_decoded)
+        self.read.characters += other.read.characters
+        self.documents += other.documents
+        self.instances += other.instances
+        self.shared += other.shared
+        for token, count in other.token_counts.items():
+            self.token_counts[token] = self.token_counts.get(token, 0) + count
+
+    def as_dict(self) -> dict:
+        return {"files": {p: vars(f) for p, f in self.files.items()}, "read": self.read.as_dict(),
+                "documents": self.documents, "instances": self.instances, "shared": self.shared,
+                "token_counts": {str(t): c for t, c in self.token_counts.items()}}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GroupReport:
+        read = ReadReport(dict(data["read"]["formats"]), dict(data["read"]["fallback_decoded"]),
+                          data["read"]["characters"])
+        return cls({p: FileStats(**f) for p, f in data["files"].items()}, read, data["documents"], data["instances"],
+                   list(data.get("shared", [])), {int(t): c for t, c in data.get("token_counts", {}).items()})
 
 
 def _covered(instances: list, own_b: bool, sop: bool = False) -> int:
@@ -168,133 +185,193 @@ def _covered(instances: list, own_b: bool, sop: bool = False) -> int:
     return covered
 
 
-class _ArrayAppender:
-    """Appends arrays of one dtype and row width to a raw file, then turns it into a ``.npy`` file, in
-    blocks: the cache is built with memory that does not grow with the corpus."""
-
-    BLOCK_BYTES = 64 << 20
-
-    def __init__(self, path: Path, dtype, width: int = 1):
-        self.path, self.dtype, self.width = path, np.dtype(dtype), width
-        self.raw = path.with_suffix(".part")
-        self.file = open(self.raw, "wb")  # noqa: SIM115 - closed in finish()
-        self.count = 0
-
-    def append(self, values) -> None:
-        array = np.asarray(values, dtype=self.dtype)
-        self.file.write(array.tobytes())
-        self.count += array.size
-
-    def finish(self) -> int:
-        """Writes the ``.npy`` header, then copies the raw bytes behind it (plain writes, not a memory
-        map, whose dirty pages would count as this process's memory)."""
-        self.file.close()
-        shape = (self.count // self.width, self.width) if self.width > 1 else (self.count,)
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": shape}
-        with open(self.path, "wb") as out, open(self.raw, "rb") as raw:
-            np.lib.format.write_array_header_1_0(out, header)
-            shutil.copyfileobj(raw, out, self.BLOCK_BYTES)
-        self.raw.unlink()
-        return shape[0]
+def read_group_documents(files: list[Path], s: InstanceSettings, report: ReadReport) -> list[tuple[int, str]]:
+    """The group's documents as (index of their file, text), in file order (empty documents skipped)."""
+    documents = []
+    for index, path in enumerate(files):
+        boundary, regex = (s.file_boundaries or {}).get(str(path), (s.doc_boundary, s.document_regex))
+        documents.extend((index, text) for text in iter_file_documents(path, s.encoding_fallback, boundary, regex,
+                                                                          report))
+    return documents
 
 
-def build_corpus_cache(files: list[Path], tokenizer: Tokenizer, directory: Path, settings: InstanceSettings,
-                       file_checksums: dict[str, str]) -> dict:
-    """Tokens and instances stream to disk as they are made; what stays in memory is each document's
-    sentence offsets (8 bytes a sentence), which instance creation reads at random for NotNext pairs.
-    Returns the data report (also written to ``meta.json``)."""
-    s = settings
+def held_out(num_documents: int, s: InstanceSettings, rng: random.Random, files: list[Path]) -> list[int]:
+    """The validation documents of a group of ``num_documents`` (their indices, sorted): a seeded shuffle,
+    ``val_fraction`` of them and at least ``min_val_documents``. Draws from ``rng`` as the split always has."""
+    order = list(range(num_documents))
+    rng.shuffle(order)
+    num_val = max(s.min_val_documents, round(s.val_fraction * num_documents)) if s.val_fraction > 0 else 0
+    min_docs = 2 if s.nsp and s.layout != "sop" else 1  # NotNext needs another document in the same split
+    if num_val and (num_val < min_docs or num_documents - num_val < min_docs):
+        named = ", ".join(str(f) for f in files[:3]) + (" ..." if len(files) > 3 else "")
+        raise CorpusError(
+            f"the corpus files {named} hold {num_documents} documents: too few to hold out {num_val} for "
+            f"validation and keep {min_docs}+ in each split (see data.instances.doc_boundary, "
+            "data.instances.val_fraction, data.prepare.group_bytes)"
+        )
+    return sorted(order[:num_val])
+
+
+class _Tokens:
+    """A group's documents tokenized into one flat array; a document is the array of its sentence
+    boundaries. Documents that are not tokenized leave a gap of one position where they stand, so two
+    documents are adjacent in the array only when they are in the group (packing reads adjacency)."""
+
+    def __init__(self):
+        self.parts: list[np.ndarray] = []
+        self.offset = 0
+
+    def add(self, sentence_ids: list[np.ndarray]) -> np.ndarray:
+        lengths = np.fromiter((len(x) for x in sentence_ids), dtype=np.int64, count=len(sentence_ids))
+        bounds = self.offset + np.concatenate([[0], np.cumsum(lengths)])
+        self.parts.append(np.concatenate(sentence_ids))
+        self.offset = int(bounds[-1])
+        return bounds
+
+    def skip(self) -> None:
+        self.parts.append(np.zeros(1, dtype=np.int32))
+        self.offset += 1
+
+    def array(self) -> np.ndarray:
+        return np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=np.int32)
+
+
+def _tokenize(text: str, tokenizer: Tokenizer, s: InstanceSettings, stats: FileStats) -> list[np.ndarray]:
+    sentences = document_sentences(text, s.line_is_sentence)
+    encodings = tokenizer.encode_batch(sentences, add_special_tokens=False) if sentences else []
+    ids = [np.asarray(e.ids, dtype=np.int32) for e in encodings if e.ids]
+    if ids:
+        stats.sentences += len(ids)
+        stats.tokens += sum(len(x) for x in ids)
+        longest = max(len(x) for x in ids)
+        stats.longest_sentence = max(stats.longest_sentence, longest)
+        if s.nsp and longest > s.max_seq_length - 3:
+            stats.long_sentences += sum(len(x) > s.max_seq_length - 3 for x in ids)
+    return ids
+
+
+def _make_instances(documents: list[np.ndarray], s: InstanceSettings, rng: random.Random) -> list[list]:
+    """Each document's instances (one list a document), ``dupe_factor`` times over: BERT's pairs or the
+    objective's layout (see :func:`instance_layout`)."""
+    made = []
+    for _ in range(s.dupe_factor):
+        if s.nsp:
+            for index in range(len(documents)):
+                if s.layout == "sentence_pair":
+                    made.append(create_sentence_pairs_from_document(documents, index, s.max_seq_length, rng))
+                elif s.layout == "sop":
+                    made.append(create_sop_instances_from_document(
+                        documents, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document))
+                else:
+                    made.append(create_instances_from_document(
+                        documents, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document))
+        else:  # packing cuts long sentences into pieces: nothing is dropped
+            made.append(_PACKERS[s.layout](documents, s.max_seq_length))
+    return made
+
+
+@dataclass
+class GroupInstances:
+    """One split of a group: its tokens (flat), where its documents start (and the end, last), its
+    instances ``(a_start, a_len, b_start, b_len, label)`` into the tokens, in the order they were made,
+    and which of the group's documents (their numbers in reading order) it holds."""
+
+    tokens: np.ndarray
+    doc_starts: np.ndarray
+    instances: np.ndarray
+    report: GroupReport
+    documents: list[int]
+
+
+def cut_group(files: list[Path], tokenizer: Tokenizer, s: InstanceSettings, group: int, split: str,
+              overlap: Overlap | None = None) -> GroupInstances:
+    """The instances of one split (``train`` or ``val``) of the group of ``files``.
+
+    The documents are read, the validation ones drawn, and what the split needs tokenized: the
+    validation split its own documents; the training split every document, since the validation
+    instances are made first from the same random generator (so a single group gives exactly what the
+    whole corpus gave before groups existed). The training pass also names the documents that share a
+    paragraph with the evaluation sets of ``overlap`` (:mod:`bert_exp.data.overlap`)."""
     if s.max_seq_length < 8:
         raise CorpusError(f"data.instances.max_seq_length={s.max_seq_length} is too short for sentence pairs")
-    token_dtype = np.uint16 if tokenizer.get_vocab_size() <= np.iinfo(np.uint16).max + 1 else np.int32
-    started = time.perf_counter()
-    read, stats = ReadReport(), [_FileStats() for _ in files]
-
-    tokens = _ArrayAppender(directory / "tokens.npy", token_dtype)
-    documents, doc_files, offset = [], [], 0
-    for file_index, sentence_ids in tqdm(_tokenize_by_file(files, tokenizer, s, read, stats),
-                                         desc="tokenizing corpus", unit=" docs"):
-        lengths = np.fromiter((len(x) for x in sentence_ids), dtype=np.int64, count=len(sentence_ids))
-        bounds = offset + np.concatenate([[0], np.cumsum(lengths)])
-        documents.append(bounds)
-        doc_files.append(file_index)
-        tokens.append(np.concatenate(sentence_ids))
-        stats[file_index].tokens += int(bounds[-1] - bounds[0])
-        offset = int(bounds[-1])
-    tokens.finish()
-    tokenize_seconds = time.perf_counter() - started
-    if not documents:
+    if split not in ("train", "val"):
+        raise ValueError(f"split={split!r}: train or val")
+    report = GroupReport()
+    texts = read_group_documents(files, s, report.read)
+    if not texts:
         raise CorpusError(f"the corpus files {[str(f) for f in files[:3]]}... hold no text")
-    limit = s.max_seq_length - 3
-    cut_short = [(path, stat) for path, stat in zip(files, stats) if stat.longest_sentence > CUT_WARNING_FACTOR * limit]
-    for path, stat in cut_short:  # a sentence of which an instance keeps a small fraction: named
-        log.warning(
-            "%s: %d sentence(s) longer than an instance (%d tokens: data.instances.max_seq_length - 3); the longest, "
-            "%d tokens, keeps only its first %d. Text without sentence punctuation? (see "
-            "data.instances.line_is_sentence, data.nsp=false)", path, stat.long_sentences, limit,
-            stat.longest_sentence, limit)
-    long_files = sum(1 for stat in stats if stat.long_sentences)
-    if long_files > len(cut_short):  # long but ordinary sentences: one line; the data report has each file
-        log.info("%d sentence(s) in %d file(s) are longer than an instance (%d tokens): their tails are dropped "
-                 "(run.json data_report.truncated_files)", sum(st.long_sentences for st in stats), long_files, limit)
-    doc_starts = np.array([d[0] for d in documents] + [offset], dtype=np.int64)
-
-    rng = random.Random(s.seed)
-    order = list(range(len(documents)))
-    rng.shuffle(order)
-    num_val = max(s.min_val_documents, round(s.val_fraction * len(documents))) if s.val_fraction > 0 else 0
-    min_docs = 2 if s.nsp and s.layout != "sop" else 1  # NotNext needs another document in the same split
-    if num_val and (num_val < min_docs or len(documents) - num_val < min_docs):
-        raise CorpusError(
-            f"the corpus has {len(documents)} documents: too few to hold out {num_val} for validation "
-            f"and keep {min_docs}+ in each split (see data.instances.doc_boundary, data.instances.val_fraction)"
-        )
-    splits = {"val": sorted(order[:num_val]), "train": sorted(order[num_val:])}
-
-    counts = {}
-    for split, doc_ids in splits.items():
-        split_docs = [documents[i] for i in doc_ids]
-        instances = _ArrayAppender(directory / f"{split}.npy", np.int64, width=5)
-        for copy in range(s.dupe_factor):
-            if s.nsp:
-                for index in range(len(split_docs)):
-                    if s.layout == "sentence_pair":
-                        made = create_sentence_pairs_from_document(split_docs, index, s.max_seq_length, rng)
-                    elif s.layout == "sop":
-                        made = create_sop_instances_from_document(
-                            split_docs, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document)
-                    else:
-                        made = create_instances_from_document(
-                            split_docs, index, s.max_seq_length, s.short_seq_prob, rng, s.short_seq_per_document)
-                    if copy == 0:  # tokens lost: what the first copy's instances of a document leave out
-                        bounds = split_docs[index]
-                        stats[doc_files[doc_ids[index]]].dropped += \
-                            int(bounds[-1] - bounds[0]) - _covered(made, own_b=True, sop=s.layout == "sop")
-                    instances.append(np.asarray(made, dtype=np.int64).reshape(-1))
-            else:  # packing cuts long sentences into pieces: nothing is dropped
-                pack = _PACKERS[s.layout]
-                instances.append(np.asarray(pack(split_docs, s.max_seq_length), dtype=np.int64).reshape(-1))
-        counts[split] = {"documents": len(doc_ids), "instances": instances.finish()}
-
-    np.save(directory / "doc_starts.npy", doc_starts)
-    seconds = time.perf_counter() - started
-    report = _data_report(files, stats, read, len(documents), offset, seconds, tokenize_seconds)
-    log.info("corpus cache: %d files, %d documents, %d tokens in %.1f s (%.0f tokens/s); %d tokens (%.2f%%) dropped "
-             "by truncation", len(files), len(documents), offset, seconds, report["tokens_per_second"],
-             report["tokens_dropped"], 100 * report["tokens_dropped_fraction"])
-    noisy = report["truncated_files"]
-    heavy = [p for p, f in noisy.items() if f["tokens_dropped"] > DROPPED_WARNING_FRACTION * max(f["tokens"], 1)]
-    if heavy:
-        log.warning("%d file(s) lose more than %d%% of their tokens to truncation, e.g. %s", len(heavy),
-                    round(100 * DROPPED_WARNING_FRACTION), ", ".join(heavy[:3]))
-    meta = {"tokens": offset, "documents": len(documents), "splits": counts,
-            "files": file_checksums, "settings": s.__dict__, "report": report}
-    write_json(directory / "meta.json", meta, indent=1)
-    return report
+    if overlap is not None and split == "train":
+        report.shared = [f"{files[f]}: {' '.join(t.split()[:8])} ..." for f, t in texts if overlap.shares_text(t)]
+    rng = random.Random(s.seed + group)
+    val = held_out(len(texts), s, rng, files)
+    wanted = set(val) if split == "val" else set(range(len(texts)))
+    tokens, documents, doc_files, is_val, numbers = _Tokens(), [], [], [], []
+    for index, (file_index, text) in enumerate(texts):
+        if index not in wanted:
+            tokens.skip()
+            continue
+        scratch = FileStats()  # counted for the split's own documents only
+        ids = _tokenize(text, tokenizer, s, scratch)
+        if not ids:
+            tokens.skip()
+            continue
+        if (index in val) == (split == "val"):
+            report.file(files[file_index]).add(scratch)
+        documents.append(tokens.add(ids))
+        doc_files.append(file_index)
+        is_val.append(index in val)
+        numbers.append(index)
+    # the validation documents' instances come first from the generator, as they always have
+    held = [d for d, v in zip(documents, is_val) if v]
+    made = _make_instances(held, s, rng)
+    if split == "train":
+        own = [d for d, v in zip(documents, is_val) if not v]
+        own_files = [f for f, v in zip(doc_files, is_val) if not v]
+        made = _make_instances(own, s, rng)
+    else:
+        own, own_files = held, doc_files
+    if s.nsp:  # tokens lost: what the first copy's instances of each document leave out
+        for bounds, file_index, instances in zip(own, own_files, made[: len(own)]):
+            report.file(files[file_index]).dropped += \
+                int(bounds[-1] - bounds[0]) - _covered(instances, own_b=True, sop=s.layout == "sop")
+    instances = [i for per_document in made for i in per_document]
+    report.documents, report.instances = len(own), len(instances)
+    flat = tokens.array()
+    if split == "train" and own:  # what a masked token is, by frequency: the unigram level of the MLM loss
+        counts = np.bincount(np.concatenate([flat[int(d[0]) : int(d[-1])] for d in own]))
+        report.token_counts = {int(t): int(c) for t, c in enumerate(counts) if c}
+    if split == "val":
+        report.read = ReadReport()  # what reading found is the training split's to report (the same files)
+    doc_starts = np.array([int(d[0]) for d in own] + [tokens.offset], dtype=np.int64)
+    array = np.asarray(instances, dtype=np.int64).reshape(-1, 5)
+    mine = [n for n, v in zip(numbers, is_val) if v == (split == "val")]
+    return GroupInstances(flat, doc_starts, array, report, mine)
 
 
-def _data_report(files, stats, read: ReadReport, documents: int, tokens: int, seconds: float,
-                 tokenize_seconds: float) -> dict:
+def assemble(tokens: np.ndarray, doc_starts: np.ndarray, instance, cls_id: int, sep_id: int
+             ) -> tuple[np.ndarray, int, int]:
+    """An instance's token ids ``[CLS] A [SEP] (B [SEP])``, the position where B starts (where the token
+    types turn 1; the length when there is no B) and its label (-1: none). A packed MLM instance that
+    spans documents gets a [SEP] between them."""
+    a_start, a_len, b_start, b_len, label = (int(x) for x in instance)
+    a = tokens[a_start : a_start + a_len]
+    if label < 0:  # MLM only: a [SEP] goes between the documents a packed instance spans
+        inner = doc_starts[np.searchsorted(doc_starts, a_start, side="right"):]
+        inner = inner[inner < a_start + a_len] - a_start
+        if len(inner):
+            a = np.insert(a, inner, sep_id)
+    parts = [[cls_id], a, [sep_id]]
+    if b_len:
+        parts += [tokens[b_start : b_start + b_len], [sep_id]]
+    return np.concatenate(parts), len(a) + 2, label
+
+
+def data_report(report: GroupReport, files: list[Path], seconds: float | None = None,
+                overlap: Overlap | None = None) -> dict:
+    """The report a run records (``run.json`` ``data_report``), from the groups' reports added up; names
+    the files whose sentences an instance cuts short, or that lose most of their tokens."""
+    stats = [report.files.get(str(p), FileStats()) for p in files]
+    tokens = sum(f.tokens for f in stats)
     dropped = sum(f.dropped for f in stats)
     truncated = {
         str(path): {"tokens": f.tokens, "tokens_dropped": f.dropped, "long_sentences": f.long_sentences,
@@ -304,70 +381,57 @@ def _data_report(files, stats, read: ReadReport, documents: int, tokens: int, se
     }
     return {
         "files": len(files),
-        "formats": dict(Counter(read.formats.get(str(p), "plain") for p in files)),
-        "characters": read.characters,
-        "documents": documents,
+        "formats": dict(Counter(report.read.formats.get(str(p), "plain") for p in files)),
+        "characters": report.read.characters,
+        "documents": report.documents,
         "sentences": sum(f.sentences for f in stats),
         "tokens": tokens,
+        "instances": report.instances,
         "tokens_dropped": dropped,
+        "unigram_entropy": unigram_entropy(report.token_counts),
         "tokens_dropped_fraction": dropped / tokens if tokens else 0.0,
         "long_sentences": sum(f.long_sentences for f in stats),
         "truncated_files": truncated,
-        "fallback_decoded": dict(read.fallback_decoded),
-        "build_seconds": round(seconds, 3),
-        "tokenize_seconds": round(tokenize_seconds, 3),
-        "tokens_per_second": round(tokens / seconds, 1) if seconds > 0 else None,
+        "fallback_decoded": dict(report.read.fallback_decoded),
+        "build_seconds": None if seconds is None else round(seconds, 3),
+        "tokens_per_second": round(tokens / seconds, 1) if seconds else None,
+        **({"evaluation_overlap": {"checked_against": list(overlap.sources), "documents": len(report.shared),
+                                   "examples": report.shared[:10]}} if overlap is not None else {}),
     }
 
 
-class PretrainingDataset(torch.utils.data.Dataset):
-    """Instances of one split, assembled as ``[CLS] A [SEP] B [SEP]`` from the memory-mapped tokens.
+def unigram_entropy(counts: dict[int, int]) -> float | None:
+    """The entropy (nats) of the training tokens' frequencies: the masked-LM loss of a model that has
+    learned nothing but how often each token occurs (the plateau pre-training leaves first)."""
+    total = sum(counts.values())
+    if not total:
+        return None
+    p = np.array(list(counts.values()), dtype=np.float64) / total
+    return round(float(-(p * np.log(p)).sum()), 4)
 
-    The arrays are opened lazily in each process, so DataLoader workers share the page cache instead
-    of each receiving a pickled copy of the corpus.
-    """
 
-    def __init__(self, directory: Path, split: str, cls_id: int, sep_id: int, mask_seed: int = 0,
-                 static_masks: bool = False):
-        self.directory, self.split = Path(directory), split
-        self.cls_id, self.sep_id = cls_id, sep_id
-        self.mask_seed, self.static_masks = mask_seed, static_masks
-        self._arrays = None
-        self._length = int(np.load(self.directory / f"{split}.npy", mmap_mode="r").shape[0])
-
-    def _open(self):
-        if self._arrays is None:
-            self._arrays = tuple(
-                np.load(self.directory / f"{name}.npy", mmap_mode="r") for name in ("tokens", self.split, "doc_starts")
-            )
-        return self._arrays
-
-    def __getstate__(self):
-        return {**self.__dict__, "_arrays": None}
-
-    def __len__(self) -> int:
-        return self._length
-
-    def __getitem__(self, index: int) -> dict:
-        # a training sampler tags indices with the epoch (epoch * len + index): dynamic masks differ
-        # per epoch, and depend on nothing else, so a resumed run draws the same ones
-        epoch, index = divmod(index, self._length)
-        tokens, instances, doc_starts = self._open()
-        a_start, a_len, b_start, b_len, label = (int(x) for x in instances[index])
-        a = np.asarray(tokens[a_start : a_start + a_len], dtype=np.int64)
-        if label < 0:  # MLM only: a [SEP] goes between the documents a packed instance spans
-            inner = doc_starts[np.searchsorted(doc_starts, a_start, side="right"):]
-            inner = inner[inner < a_start + a_len] - a_start
-            a = np.insert(a, inner, self.sep_id)
-        parts = [[self.cls_id], a, [self.sep_id]]
-        if b_len:
-            parts += [np.asarray(tokens[b_start : b_start + b_len], dtype=np.int64), [self.sep_id]]
-        input_ids = np.concatenate(parts).astype(np.int64)
-        token_type_ids = np.zeros_like(input_ids)
-        token_type_ids[len(a) + 2 :] = 1
-        nsp_label = label if label >= 0 else IGNORE_INDEX
-        sample = {"input_ids": input_ids, "token_type_ids": token_type_ids, "next_sentence_label": nsp_label}
-        sample["mask_seed"] = self.mask_seed * 1_000_003 + index
-        if not self.static_masks:
-            sample["mask_seed"] = sample["mask_seed"] * 1_000_033 + epoch
-        return sample
+def warn_about_losses(report: dict, max_seq_length: int) -> None:
+    """Names the files of which instances keep little: sentences far longer than an instance (text
+    without sentence punctuation?), and files that lose most of their tokens to truncation."""
+    limit = max_seq_length - 3
+    for path, f in report["truncated_files"].items():
+        if f["longest_sentence"] > CUT_WARNING_FACTOR * limit:
+            log.warning(
+                "%s: %d sentence(s) longer than an instance (%d tokens: data.instances.max_seq_length - 3); the "
+                "longest, %d tokens, keeps only its first %d. Text without sentence punctuation? (see "
+                "data.instances.line_is_sentence, data.nsp=false)", path, f["long_sentences"], limit,
+                f["longest_sentence"], limit)
+    long_files = [p for p, f in report["truncated_files"].items() if f["long_sentences"]]
+    if long_files:
+        log.info("%d sentence(s) in %d file(s) are longer than an instance (%d tokens): their tails are dropped "
+                 "(run.json data_report.truncated_files)", report["long_sentences"], len(long_files), limit)
+    shared = report.get("evaluation_overlap", {})
+    if shared.get("documents"):
+        log.warning("%d pre-training document(s) share a paragraph with the evaluation sets %s, e.g. %s: scores on "
+                    "those sets would be inflated; leave those documents out of the corpus", shared["documents"],
+                    ", ".join(shared["checked_against"]), shared["examples"][0])
+    heavy = [p for p, f in report["truncated_files"].items()
+             if f["tokens_dropped"] > DROPPED_WARNING_FRACTION * max(f["tokens"], 1)]
+    if heavy:
+        log.warning("%d file(s) lose more than %d%% of their tokens to truncation, e.g. %s", len(heavy),
+                    round(100 * DROPPED_WARNING_FRACTION), ", ".join(heavy[:3]))

@@ -149,7 +149,7 @@ class GlueDataModule(TrainAndValSetsDataModule):
             self.datasets[name] = self.encode(self.read(path))
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        batch = pad_batch(features, self.special_ids.pad, length=self.max_seq_length if self.loader.pad_to_max_length else None)
+        batch = pad_batch(features, self.special_ids.pad, loader=self.loader, max_seq_length=self.max_seq_length)
         batch["labels"] = torch.tensor([f["label"] for f in features], dtype=features[0]["dtype"])
         return batch
 

@@ -34,6 +34,8 @@ class LoaderSettings:
     (and ``device_batch_size``), so the configured value applies only to a DataModule built by hand.
     ``eval_batch_size``: validation batches (pre-training validates with ``batch_size``).
     ``pad_to_max_length``: every batch padded to ``max_seq_length`` (static shapes, as XLA wants).
+    ``pad_to_multiple_of``: a batch padded to its longest rounded up to this multiple, so a compiled model
+    (torch.compile, a GPU's default) meets a few shapes, not one a length.
     ``group_by_length``: training batches of similar lengths (less padding); false keeps the paper's
     plain random batches (GLUE and tagging data; the corpus and SQuAD refuse it)."""
 
@@ -42,7 +44,16 @@ class LoaderSettings:
     num_workers: int = 0
     pin_memory: bool = False
     pad_to_max_length: bool = False
+    pad_to_multiple_of: int | None = None
     group_by_length: bool = False
+
+    def padded(self, longest: int, max_seq_length: int) -> int:
+        """The length a batch whose longest member has ``longest`` tokens is padded to."""
+        if self.pad_to_max_length:
+            return max_seq_length
+        if self.pad_to_multiple_of:
+            return min(-(-longest // self.pad_to_multiple_of) * self.pad_to_multiple_of, max(max_seq_length, longest))
+        return longest
 
     def refuse_grouping(self, data: str) -> None:
         if self.group_by_length:
@@ -83,9 +94,13 @@ class EncodedDataset(torch.utils.data.Dataset):
 
 
 def pad_batch(features: list[dict], pad_id: int, keys=("input_ids", "token_type_ids"),
-              length: int | None = None) -> dict[str, torch.Tensor]:
-    """Pads to the longest member, or to ``length`` (static shapes, as XLA wants)."""
-    length = length or max(len(f["input_ids"]) for f in features)
+              length: int | None = None, loader: LoaderSettings | None = None,
+              max_seq_length: int | None = None) -> dict[str, torch.Tensor]:
+    """Pads to the longest member, to ``length``, or as ``loader`` says (:meth:`LoaderSettings.padded`)."""
+    longest = max(len(f["input_ids"]) for f in features)
+    if length is None and loader is not None:
+        length = loader.padded(longest, max_seq_length or longest)
+    length = length or longest
     out = {}
     for key in keys:
         array = np.full((len(features), length), pad_id if key == "input_ids" else 0, dtype=np.int64)

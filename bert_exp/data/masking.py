@@ -179,19 +179,23 @@ class PretrainingCollator:
         static: bool = True,
         count_special_tokens: bool = False,
         continuation: torch.Tensor | None = None,
+        pad_multiple: int | None = None,
     ):
         """``count_special_tokens``: the number to predict counts [CLS] and [SEP] (the original's);
-        ``continuation``: a :func:`continuation_table` turns whole-word masking on."""
+        ``continuation``: a :func:`continuation_table` turns whole-word masking on; ``pad_to``: every batch
+        that long; ``pad_multiple``: a batch's longest rounded up to a multiple of it (few shapes to compile)."""
         self.special = special
         self.count_special_tokens = count_special_tokens
         self.continuation = continuation
         self.static = static
         self.masked_lm_prob = masked_lm_prob
         self.max_predictions_per_seq = max_predictions_per_seq
-        self.pad_to = pad_to
+        self.pad_to, self.pad_multiple = pad_to, pad_multiple
 
     def pad(self, samples: list[dict]) -> dict[str, torch.Tensor]:
         length = self.pad_to or max(len(s["input_ids"]) for s in samples)
+        if not self.pad_to and self.pad_multiple:
+            length = -(-length // self.pad_multiple) * self.pad_multiple
         batch = len(samples)
         input_ids = np.full((batch, length), self.special.pad, dtype=np.int64)
         token_type_ids = np.zeros((batch, length), dtype=np.int64)
@@ -239,8 +243,8 @@ class CausalLMCollator(PretrainingCollator):
     """Pads instances into a batch for left-to-right language modelling: nothing is masked; ``labels``
     are the input ids (-100 at padding), which the loss shifts to predict each next token."""
 
-    def __init__(self, special: SpecialIds, pad_to: int | None = None):
-        super().__init__(special, pad_to=pad_to)
+    def __init__(self, special: SpecialIds, pad_to: int | None = None, pad_multiple: int | None = None):
+        super().__init__(special, pad_to=pad_to, pad_multiple=pad_multiple)
 
     def __call__(self, samples: list[dict]) -> dict[str, torch.Tensor]:
         batch = self.pad(samples)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -11,14 +12,29 @@ from pathlib import Path
 from typing import Literal
 
 import torch
+from litdata import StreamingDataLoader
 from tokenizers import Tokenizer
 
-from .base import VocabularyDataModule
-from .corpus import InstanceSettings, PretrainingDataset, build_corpus_cache, instance_layout
-from .hashing import config_key
+from ..errors import UserError
+from .base import VocabularyDataModule, blocking_signals, worker_init
+from .corpus import InstanceSettings, instance_layout
+from .hashing import config_key, files_sha256
 from .loading import LoaderSettings
 from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
-from .text import CorpusError, detect_format, expand_inputs, iter_documents
+from .sampling import process_group
+from .shards import (
+    FORMAT,
+    Location,
+    PreparedInstances,
+    PrepareSettings,
+    check_chunks,
+    finish_parts,
+    fingerprint,
+    prepare,
+    read_meta,
+    StreamedInstances,
+)
+from .text import CorpusError, detect_format, expand_inputs, iter_text_chunks
 from .tokenizer import (
     KINDS,
     VocabularyError,
@@ -63,6 +79,7 @@ class TokenizerSpec:
         fields = dict(self.__dict__)
         if self.kind == "wordpiece":
             del fields["kind"]
+            fields["training"] = "pinned_ids"  # deterministic since; earlier vocabularies are not reused
         return fields
 
 
@@ -104,10 +121,12 @@ class PretrainingDataModule(VocabularyDataModule):
         packing: str | None = None,
         order_seed: int = 0,
         download: bool = True,
+        prepare: PrepareSettings = PrepareSettings(),
     ):
-        """``instances``: what the cached instances are (their ``nsp`` and ``layout`` follow from
+        """``instances``: what the prepared instances are (their ``nsp`` and ``layout`` follow from
         ``objective``, ``packing`` and ``nsp``, whatever they hold); ``order_seed``: the training order
-        and the dynamic masks (the run seed)."""
+        and the dynamic masks (the run seed); ``prepare``: how and where the instances are prepared
+        (:mod:`bert_exp.data.shards`)."""
         super().__init__(tokenizer.vocab_file, tokenizer.lowercase, download, loader)
         loader.refuse_grouping("pre-training on a corpus")
         # the objective's instances (conf/objective): sentence pairs, or one of RoBERTa's packings
@@ -120,6 +139,9 @@ class PretrainingDataModule(VocabularyDataModule):
         self.settings = dataclasses.replace(instances, nsp=pairs, layout=layout, file_boundaries=None)
         self.masking = masking
         self.order_seed = order_seed
+        self.prepare_settings = prepare
+        # a dataset in an object store is prepared by the run's first process, not once a node
+        self.prepare_data_per_node = prepare.across_nodes or not self.prepared_root.remote
         wanted = round(masking.masked_lm_prob * (instances.max_seq_length - 2))  # 76 at 512, as BERT base sets
         if self.objective != "clm" and wanted > masking.max_predictions_per_seq:
             log.warning("data.masking.max_predictions_per_seq=%d caps the masked share of a full sequence of %d "
@@ -128,7 +150,8 @@ class PretrainingDataModule(VocabularyDataModule):
                         100 * masking.max_predictions_per_seq / (instances.max_seq_length - 2),
                         masking.masked_lm_prob, wanted)
         self._files: list[Path] | None = None
-        self.datasets: dict[str, PretrainingDataset] = {}
+        self.datasets: dict = {}
+        self.meta: dict | None = None
 
     # -- inputs, tokenizer, cache ---------------------------------------------------------------
 
@@ -191,69 +214,101 @@ class PretrainingDataModule(VocabularyDataModule):
     def _train_tokenizer(self, directory: Path) -> None:
         spec = self.tokenizer_spec
         log.info("training a %s vocabulary of %d on %d files", spec.kind, spec.vocab_size, len(self.files))
-        # decoded text, a document at a time (files are decompressed and decoded as for the cache); the
-        # vocabulary depends on the words only, so documents split by the configured boundary are shorter
-        # strings and the same vocabulary
-        s = self.settings
-        sentences = (" ".join(doc) for doc in iter_documents(self.files, s.encoding_fallback, s.doc_boundary,
-                                                             s.document_regex, s.line_is_sentence,
-                                                             boundaries=s.file_boundaries))
+        # the files' lines, decompressed and decoded as for the cache: a vocabulary depends on the words only
+        texts = functools.partial(iter_text_chunks, self.files, self.settings.encoding_fallback)
         if spec.kind == "byte_bpe":
-            tokenizer = train_byte_bpe(sentences, spec.vocab_size, spec.min_frequency, spec.lowercase)
+            tokenizer = train_byte_bpe(texts(), spec.vocab_size, spec.min_frequency, spec.lowercase)
         else:
-            tokenizer = train_wordpiece(sentences, spec.vocab_size, spec.min_frequency, spec.limit_alphabet,
+            tokenizer = train_wordpiece(texts, spec.vocab_size, spec.min_frequency, spec.limit_alphabet,
                                         spec.lowercase, spec.strip_accents)
         save_vocab(tokenizer, directory)
 
     @property
-    def corpus_dir(self) -> Path:
+    def prepared_root(self) -> Location:
+        """Where prepared datasets are kept: ``data.prepare.dir``, else ``$BERT_EXP_CACHE/prepared``."""
+        return Location(self.prepare_settings.dir or str(self.cache_dir / "prepared"))
+
+    @property
+    def prepared_key(self) -> dict:
+        """What the prepared instances depend on: the inputs' contents, the vocabulary (a byte-level BPE's
+        merges too), every instance setting, the size of the groups NotNext segments come from, the format."""
         vocab_hash = config_key(vocab_list(self.tokenizer), self.lowercase)
         kind = tokenizer_kind(self.tokenizer)
-        if kind != "wordpiece":  # the kind, and the whole tokenizer (a BPE's merges decide its tokens too)
+        if kind != "wordpiece":
             vocab_hash = config_key(vocab_hash, kind, tokenizer_json(self.tokenizer))
-        settings = dict(self.settings.__dict__)
-        for name in ("file_boundaries", "layout"):  # absent from the keys of caches built before they existed
-            if settings[name] is None:
-                del settings[name]
-        if not settings["nsp"] and "layout" not in settings:
-            # full-sentence instances once spanned the other split's documents between two of theirs:
-            # caches built then are not reused
-            settings["full_sentences"] = "adjacent_documents"
-        key = config_key(self.input_key, vocab_hash, settings)
-        return self.cache_dir / "corpus" / key
+        key = {"inputs": self.input_key, "vocabulary": vocab_hash, "instances": self.settings.__dict__,
+               "group_bytes": self.prepare_settings.group_bytes, "format": FORMAT}
+        checked = [p for p in self.prepare_settings.evaluation_sets or [] if Path(p).is_file()]
+        if checked:  # the report says what the corpus shares with these
+            key["evaluation_sets"] = files_sha256([Path(p) for p in checked])
+        return key
+
+    @property
+    def prepared_location(self) -> Location:
+        return self.prepared_root.child(config_key(self.prepared_key))
+
+    @property
+    def vocabulary_sha256(self) -> str:
+        return hashlib.sha256(self.tokenizer.to_str().encode()).hexdigest()
 
     def prepare_data(self) -> None:
-        """Runs on one process per node before the others set up (Lightning's contract)."""
+        """On one process a node (Lightning's contract), or the run's first for an object store: prepares
+        the instances unless they are (:mod:`bert_exp.data.shards`)."""
         super().prepare_data()
-        atomic_directory(self.corpus_dir,
-                         lambda d: build_corpus_cache(self.files, self.tokenizer, d, self.settings, self.data_checksums))
+        node_rank, num_nodes = 0, 1
+        if self.prepare_settings.across_nodes and self.trainer is not None:
+            node_rank, num_nodes = self.trainer.node_rank, self.trainer.num_nodes
+        meta = {"inputs": self.data_checksums, "settings": self.settings.__dict__,
+                "group_bytes": self.prepare_settings.group_bytes, "vocabulary_sha256": self.vocabulary_sha256}
+        prepare(self.prepared_location, self.files, self.tokenizer.to_str(), self.vocab_size, self.settings,
+                self.prepare_settings, meta, node_rank, num_nodes)
+
+    def _finish_across_nodes(self) -> None:
+        """With ``across_nodes``, the run's first process merges the nodes' parts; the others wait."""
+        trainer = self.trainer
+        if trainer is None or not self.prepare_settings.across_nodes or trainer.num_nodes == 1:
+            return
+        if trainer.is_global_zero:
+            meta = {"inputs": self.data_checksums, "settings": self.settings.__dict__,
+                    "group_bytes": self.prepare_settings.group_bytes, "vocabulary_sha256": self.vocabulary_sha256}
+            finish_parts(self.prepared_location, self.files, trainer.num_nodes, self.settings, meta,
+                         self.prepare_settings.overlap())
+        trainer.strategy.barrier("bert_exp_prepared")
 
     @property
     def data_report(self) -> dict | None:
-        """The corpus cache's report (JSON): files by format, documents, tokens, tokens dropped by
+        """The prepared data's report (JSON): files by format, documents, tokens, tokens dropped by
         truncation, files decoded with the encoding fallback and their replaced bytes, tokens per
-        second of the build (see :mod:`bert_exp.data.corpus`); None before the cache exists."""
-        try:
-            meta = json.loads((self.corpus_dir / "meta.json").read_text())
-        except FileNotFoundError:
+        second of the preparation (see :mod:`bert_exp.data.corpus`); None before it is prepared."""
+        meta = self.meta or read_meta(self.prepared_location)
+        if meta is None:
             return None
-        return {**meta.get("report", {}), "cache": str(self.corpus_dir)}
+        return {**meta.get("report", {}), "prepared": str(self.prepared_location), "splits": meta.get("splits")}
 
     def setup(self, stage: str | None = None) -> None:
-        directory = self.corpus_dir
-        if not (directory / "meta.json").exists():  # e.g. setup() without Lightning calling prepare_data()
-            self.prepare_data()
+        location = self.prepared_location
+        self._finish_across_nodes()
+        meta = read_meta(location)
+        if meta is None and (self.trainer is None or self.prepare_data_per_node or self.trainer.is_global_zero):
+            self.prepare_data()  # e.g. setup() without Lightning calling prepare_data()
+            meta = read_meta(location)
+        if meta is None:
+            raise UserError(f"{location}: the prepared data is incomplete (its preparation did not finish)")
+        check_chunks(location)
+        self.meta = meta
+        self._check_ranks_agree(location)
         special = self.special_ids
         static = self.masking.static
         # static masks follow the corpus seed (as the original's data creation does); dynamic ones the run's
-        mask_seed = self.settings.seed if static else self.order_seed
-        self.datasets = {
-            split: PretrainingDataset(directory, split, special.cls, special.sep, mask_seed, static)
-            for split in ("train", "val")
-        }
+        self.mask_seed = self.settings.seed if static else self.order_seed
+        cache = str(self.cache_dir / "stream") if location.remote else None
+        # by index, for a look at what was prepared (training streams train/: train_dataloader)
+        self.datasets = {split: PreparedInstances(location.join(split), self.mask_seed,
+                                                  meta["splits"][split]["instances"], cache) for split in ("train", "val")}
         pad_to = self.settings.max_seq_length if self.loader.pad_to_max_length else None
+        multiple = self.loader.pad_to_multiple_of
         if self.objective == "clm":  # every next token is predicted: nothing is masked
-            self.collator = CausalLMCollator(special, pad_to=pad_to)
+            self.collator = CausalLMCollator(special, pad_to=pad_to, pad_multiple=multiple)
             return
         m = self.masking
         continuation = None
@@ -262,18 +317,122 @@ class PretrainingDataModule(VocabularyDataModule):
             continuation = continuation_table(self.tokenizer.get_vocab(), byte_level=byte_level)
         self.collator = PretrainingCollator(
             special, m.masked_lm_prob, m.max_predictions_per_seq, pad_to=pad_to, static=static,
-            count_special_tokens=m.count_special_tokens, continuation=continuation,
+            count_special_tokens=m.count_special_tokens, continuation=continuation, pad_multiple=multiple,
         )
 
-    # -- loaders -------------------------------------------------------------------------------
+    def _check_ranks_agree(self, location: Location) -> None:
+        """Before the first step: every rank's vocabulary and prepared data are rank 0's. A rank that
+        differs (another vocabulary, other inputs or settings, a stale node-local copy) stops the run
+        on every rank, with one line naming the ranks."""
+        world, rank = process_group(self.trainer)
+        if world == 1:
+            return
+        digests = [self.vocabulary_sha256, fingerprint(location)]
+        mine = torch.tensor([int(d[:15], 16) for d in digests], dtype=torch.int64,
+                            device=self.trainer.strategy.root_device)
+        gathered = self.trainer.strategy.all_gather(mine).reshape(world, 2).cpu()
+        problems = []
+        for column, what in enumerate(("vocabulary", "prepared data")):
+            differ = [r for r in range(world) if gathered[r, column] != gathered[0, column]]
+            if differ:
+                problems.append(f"rank(s) {', '.join(map(str, differ))} have another {what} than rank 0")
+        if problems:
+            raise UserError("the ranks of this run disagree: " + "; ".join(problems) + f" (this is rank {rank}; "
+                            f"its prepared data: {location}). Give every node the same inputs and settings.")
 
-    def _loader(self, split: str, sampler) -> torch.utils.data.DataLoader:
-        return self.dataloader(self.datasets[split], self.batch_size, sampler, self.collator)
+    # -- what the other processes of a run receive from the first ---------------------------------------
+
+    def shared_state(self) -> dict:
+        """What the run's first process works out once for all (the vocabulary trained on the corpus, the
+        inputs' sha256), for the others to :meth:`use_shared_state` instead of working it out again."""
+        return {"tokenizer": self.tokenizer.to_str(), "lowercase": self.lowercase, "checksums": self.data_checksums}
+
+    def use_shared_state(self, state: dict) -> None:
+        from .tokenizer import tokenizer_from_json
+
+        self._tokenizer = tokenizer_from_json(state["tokenizer"], "the first process's vocabulary")
+        self.lowercase = state["lowercase"]
+        self._checksums = dict(state["checksums"])
+
+    # -- loaders ----------------------------------------------------------------------------------------
 
     def train_dataloader(self):
-        # epoch-tagged indices: the dataset varies dynamic masks per epoch without any shared state
-        return self._loader("train", self.training_sampler(len(self.datasets["train"]), self.order_seed,
-                                                           tag_epoch=True, drop_last=True))
+        dataset = StreamedInstances(self.prepared_location.join("train"), self.mask_seed, self.masking.static,
+                                     shuffle_seed=self.order_seed,
+                                     cache_dir=str(self.cache_dir / "stream") if self.prepared_location.remote else None)
+        loader = streaming_loader(dataset, self.batch_size, self.collator, self.loader.num_workers,
+                                  self.loader.pin_memory)
+        self._train_loader = loader
+        if self._resume_state:
+            resume_streaming(loader, dataset, **self._resume_state)
+            self._resume_state = None
+        return loader
 
     def val_dataloader(self):
-        return self._loader("val", self.evaluation_sampler(self.datasets["val"]))
+        return self.dataloader(self.datasets["val"], self.batch_size, self.evaluation_sampler(self.datasets["val"]),
+                               self.collator)
+
+    def state_dict(self) -> dict:
+        """Saved in every checkpoint: the epoch of the stream (litdata counts from 1) and the batches of
+        it this rank has trained on; a resumed run skips exactly those."""
+        loader = getattr(self, "_train_loader", None)
+        if loader is None or self.trainer is None:
+            return {}
+        done = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
+        world, _ = process_group(self.trainer)
+        return {"epoch": loader.current_epoch, "batches_done": done, "stream": True, "world_size": world,
+                "num_workers": loader.num_workers}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state and not state.get("stream"):
+            raise UserError("the checkpoint holds a position in the corpus cache of an earlier version of "
+                            "bert_exp, which streams prepared data now: resume it with that version, or start "
+                            "from its weights (task.init_from=...)")
+        self._resume_state = {k: state[k] for k in ("epoch", "batches_done")} if state else None
+        if state and self.trainer is not None and (state.get("world_size"), state.get("num_workers")) != \
+                (process_group(self.trainer)[0], self.loader.num_workers):
+            log.warning("resumed with %s processes and %s loader workers where the checkpoint had %s and %s: the "
+                        "stream shares its chunks out by both, so the rest of this epoch repeats or skips some "
+                        "instances (the next epochs are whole)", process_group(self.trainer)[0],
+                        self.loader.num_workers, state.get("world_size"), state.get("num_workers"))
+
+
+class StreamingLoader(StreamingDataLoader):
+    """litdata's StreamingDataLoader (it shares the chunks out among its workers and tells the dataset the
+    epoch), its workers started as ours are (:func:`bert_exp.data.base.blocking_signals`, ``worker_init``)."""
+
+    # Lightning keeps the state of a loader that has one, taken with the batch it fetches ahead (one past
+    # the last trained on); the DataModule keeps the position instead, so none is shown to Lightning
+    state_dict = None
+    load_state_dict = None
+
+    def _get_iterator(self):
+        with blocking_signals(self.num_workers > 0):
+            return super()._get_iterator()
+
+    def __iter__(self):
+        # litdata clears a restored position when the restored epoch's iteration runs to its end; Lightning
+        # stops at the epoch's last batch without asking for one more, so the next epoch would start from
+        # the restored position again: it is used once, by the first iteration
+        for number, batch in enumerate(super().__iter__()):
+            if number == 0:
+                self.restore = False
+            yield batch
+
+
+def streaming_loader(dataset, batch_size: int, collator, num_workers: int, pin_memory: bool) -> StreamingLoader:
+    return StreamingLoader(dataset, batch_size=batch_size, collate_fn=collator, num_workers=num_workers,
+                           pin_memory=pin_memory, drop_last=True, worker_init_fn=worker_init)
+
+
+def resume_streaming(loader: StreamingLoader, dataset, epoch: int, batches_done: int) -> None:
+    """Puts a fresh loader where an interrupted run's was: ``batches_done`` batches into ``epoch``.
+    litdata replays its deterministic assignment of chunks to workers and skips what was read."""
+    if batches_done == 0:
+        loader.current_epoch = epoch - 1  # the next iteration starts this epoch afresh
+        return
+    samples = batches_done * loader.batch_size
+    state = dataset.state_dict(samples, loader.num_workers, loader.batch_size)
+    state["current_epoch"] = epoch
+    StreamingDataLoader.load_state_dict(loader, {"dataset": state, "current_epoch": epoch, "num_samples_yielded": samples,
+                                                 "latest_worker_idx": (batches_done - 1) % max(loader.num_workers, 1)})

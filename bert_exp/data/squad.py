@@ -298,7 +298,7 @@ class SquadDataModule(VocabularyDataModule):
             for i, f in enumerate(self.evaluator.features)])
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        batch = pad_batch(features, self.special_ids.pad, length=self.max_seq_length if self.loader.pad_to_max_length else None)
+        batch = pad_batch(features, self.special_ids.pad, loader=self.loader, max_seq_length=self.max_seq_length)
         for key in ("start_positions", "end_positions", "feature_index"):
             if key in features[0]:
                 batch[key] = torch.tensor([f[key] for f in features])

@@ -270,8 +270,7 @@ class TaggingDataModule(TrainAndValSetsDataModule):
             self.datasets[name] = self.encode(sentences, path)
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        batch = pad_batch(features, self.special_ids.pad,
-                          length=self.max_seq_length if self.loader.pad_to_max_length else None)
+        batch = pad_batch(features, self.special_ids.pad, loader=self.loader, max_seq_length=self.max_seq_length)
         length = batch["input_ids"].shape[1]
         for key in ("labels", "word_index"):
             rows = torch.full((len(features), length), IGNORE if key == "labels" else -1, dtype=torch.long)

@@ -404,3 +404,21 @@ def iter_documents(
             sentences = document_sentences(doc, line_is_sentence)
             if sentences:
                 yield (index, sentences) if with_file_index else sentences
+
+
+def iter_text_chunks(files: list[Path], encoding_fallback: str | None = "latin-1", chunk_chars: int = 1 << 20
+                     ) -> Iterator[str]:
+    """The files' text, decompressed and decoded as :func:`iter_lines` does, as strings of whole lines of
+    about ``chunk_chars`` characters: what a vocabulary is trained on. It depends on the words alone, and
+    documents or sentences hold the same words as the lines they are made of."""
+    for path in files:
+        lines: list[str] = []
+        size = 0
+        for line in iter_lines(path, encoding_fallback):
+            lines.append(line)
+            size += len(line) + 1
+            if size >= chunk_chars:
+                yield "\n".join(lines)
+                lines, size = [], 0
+        if lines:
+            yield "\n".join(lines)

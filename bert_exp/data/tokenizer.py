@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
+from tokenizers import __version__ as tokenizers_version
 from tokenizers import (
     AddedToken,
     Tokenizer,
@@ -29,6 +31,7 @@ from ..errors import UserError
 from .loading import read_utf8
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+CONTINUATION = "##"  # WordPiece's prefix of the pieces that continue a word
 KINDS = ("wordpiece", "byte_bpe")
 
 
@@ -46,7 +49,7 @@ def _bert_pipeline(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | 
         clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
     )
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.decoder = decoders.WordPiece(prefix=CONTINUATION)
     template = _bert_template(tokenizer)
     if template is not None:
         tokenizer.post_processor = template
@@ -145,26 +148,81 @@ def tokenizer_from_vocab(tokens: list[str], lowercase: bool = True, strip_accent
     return _bert_pipeline(tokenizer, lowercase, strip_accents)
 
 
+def _rereadable(texts) -> Callable[[], Iterable[str]]:
+    """``texts`` as a function that gives the strings again each time it is called (the WordPiece
+    training reads them twice): a list or tuple, or such a function itself."""
+    if callable(texts):
+        return texts
+    if isinstance(texts, (list, tuple)):
+        return lambda: iter(texts)
+    raise TypeError("the texts to train a vocabulary on are read twice: give a list, or a function that "
+                    "returns an iterable of strings")
+
+
+def _continuation(token: str) -> bool:
+    return token.startswith(CONTINUATION) and len(token) == len(CONTINUATION) + 1
+
+
 def train_wordpiece(
-    texts: Iterable[str],
+    texts: Sequence[str] | Callable[[], Iterable[str]],
     vocab_size: int,
     min_frequency: int = 2,
     limit_alphabet: int = 1000,
     lowercase: bool = True,
     strip_accents: bool | None = None,
 ) -> Tokenizer:
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-    _bert_pipeline(tokenizer, lowercase, strip_accents)
+    """BERT's WordPiece vocabulary trained by ``tokenizers``, the same for the same text and settings in
+    any process on any machine.
+
+    The library's trainer alone is not: it numbers the "##x" pieces in hash-map order (a new random seed
+    in every process), and breaks ties between equally frequent merges by those numbers; it also cuts
+    the alphabet at ``limit_alphabet`` among equally frequent characters in hash-map order
+    (huggingface/tokenizers issue 1794). So the text is read twice. A first pass with no merges gives
+    the alphabet and the characters that continue a word, and numpy counts the characters. The
+    training then gets both pinned: the alphabet cut at ``limit_alphabet`` by (count, code point), and
+    every token before the merges (specials, the alphabet in code-point order, then the "##x" pieces
+    in code-point order) given its id up front as a special token, so every tie is broken the same way.
+    Every merge sequence the library could make is one of those of a fixed numbering, and it picks
+    by count then by ids: with the ids fixed the vocabulary is. The tokenizer is then rebuilt from the
+    token list, as a ``vocab.txt`` loads, so only BERT's five special tokens are special. ``texts``: a
+    list of strings or a function returning an iterable of them (read twice).
+    """
+    read = _rereadable(texts)
+    probe = _bert_pipeline(Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100)),
+                           lowercase, strip_accents)
+    counts = np.zeros(0x110000, dtype=np.int64)  # by code point, of the normalised text
+    normalize = probe.normalizer.normalize_str
+
+    def counted():
+        for text in read():
+            points = np.frombuffer(normalize(text).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            np.add(counts, np.bincount(points, minlength=counts.size), out=counts)
+            yield text
+
+    probe.train_from_iterator(counted(), trainer=trainers.WordPieceTrainer(
+        vocab_size=1, special_tokens=SPECIAL_TOKENS, continuing_subword_prefix=CONTINUATION, show_progress=False))
+    seen = vocab_list(probe)[len(SPECIAL_TOKENS):]
+    characters = [t for t in seen if len(t) == 1]
+    continuing = {t[len(CONTINUATION):] for t in seen if _continuation(t)}
+    if len(characters) + len(continuing) != len(seen):
+        raise RuntimeError(f"tokenizers {tokenizers_version}: the alphabet probe made merges; the deterministic "
+                           "WordPiece training does not know this version")
+    if limit_alphabet is not None and len(characters) > limit_alphabet:
+        characters = sorted(characters, key=lambda c: (-int(counts[ord(c)]), ord(c)))[:limit_alphabet]
+    alphabet = sorted(characters)
+    pinned = SPECIAL_TOKENS + alphabet + [CONTINUATION + c for c in alphabet if c in continuing]
+    tokenizer = _bert_pipeline(Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100)),
+                               lowercase, strip_accents)
     trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        limit_alphabet=limit_alphabet,
-        special_tokens=SPECIAL_TOKENS,
-        continuing_subword_prefix="##",
-        show_progress=True,
+        vocab_size=vocab_size, min_frequency=min_frequency, limit_alphabet=len(alphabet), initial_alphabet=alphabet,
+        special_tokens=pinned, continuing_subword_prefix=CONTINUATION, show_progress=True,
     )
-    tokenizer.train_from_iterator(texts, trainer=trainer)
-    return _bert_pipeline(tokenizer, lowercase, strip_accents)  # post-processor now that ids exist
+    tokenizer.train_from_iterator(read(), trainer=trainer)
+    tokens = vocab_list(tokenizer)
+    if tokens[: len(pinned)] != pinned:
+        raise RuntimeError(f"tokenizers {tokenizers_version}: the pinned tokens moved; the deterministic "
+                           "WordPiece training does not know this version")
+    return tokenizer_from_vocab(tokens, lowercase, strip_accents, source="the trained vocabulary")
 
 
 def train_byte_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2, lowercase: bool = False) -> Tokenizer:

@@ -92,18 +92,44 @@ class ProgressBar(TQDMProgressBar):
 
 
 class CompileModel(L.Callback):
-    """Compiles the task's BERT with ``torch.compile`` when training starts (``+callbacks=compile``).
+    """Compiles the task's BERT with ``torch.compile`` when training starts (``hardware=gpu``'s default, or
+    ``callbacks=compile``), and reports what compiling cost: steps that took over three times the
+    median step (the first, and one per new shape) are the warm-up, their time beyond the median its cost
+    (printed at the end and kept in run.json, ``compile``).
 
     ``nn.Module.compile`` works in place, so parameter names (and checkpoints) stay HuggingFace's.
-    ``dynamic: false`` suits fixed-shape batches (``data.loader.pad_to_max_length=true``, as on TPU): a batch
-    of a new shape recompiles, so with variable lengths leave it null and let torch decide."""
+    ``dynamic: false`` suits batches of a few fixed shapes (``data.loader.pad_to_multiple_of``, or
+    ``pad_to_max_length`` as on TPU): each shape compiles once."""
 
     def __init__(self, mode: str | None = None, dynamic: bool | None = None, fullgraph: bool = False,
                  backend: str = "inductor"):
         self.options = {"mode": mode, "dynamic": dynamic, "fullgraph": fullgraph, "backend": backend}
+        self.step_seconds: list[float] = []
+        self._started = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         pl_module.model.compile(**self.options)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._started is not None:
+            self.step_seconds.append(time.perf_counter() - self._started)
+
+    def report(self) -> dict | None:
+        if len(self.step_seconds) < 2:
+            return None
+        median = float(np.median(self.step_seconds))
+        slow = [s for s in self.step_seconds if s > 3 * median]
+        return {"first_step_seconds": round(self.step_seconds[0], 3), "median_step_seconds": round(median, 4),
+                "compiling_steps": len(slow), "warm_up_seconds": round(sum(s - median for s in slow), 2)}
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        report = self.report()
+        if report and trainer.is_global_zero:
+            print(f"torch.compile: {report['warm_up_seconds']} s of warm-up in {report['compiling_steps']} step(s) "
+                  f"(the first took {report['first_step_seconds']} s, the median step {report['median_step_seconds']} s)")
 
 
 def _random_states() -> dict:
@@ -406,3 +432,60 @@ class GracefulStop(L.Callback):
         hold = _hold_stop(trainer)
         if not hold and self._agreed(trainer, hold):
             self._stop_now(trainer)
+
+
+class MaskFill(L.Callback):
+    """When a masked-LM pre-training ends, the model fills one [MASK] in each of a few held-out validation
+    instances, shown beside the word that was there: what it learned, in words. A whole word of segment A
+    near its middle is masked (a word of one piece, three or more letters); the prediction is the model's
+    top three. Printed by the first process and kept in run.json (``mask_fill``)."""
+
+    def __init__(self, num_examples: int = 5, context: int = 10):
+        self.num_examples, self.context = num_examples, context
+        self.examples: list[dict] = []
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        datamodule = trainer.datamodule
+        if (not trainer.is_global_zero or getattr(pl_module, "objective", None) not in ("mlm_nsp", "mlm", "mlm_sop")
+                or "val" not in getattr(datamodule, "datasets", {})):
+            return
+        dataset, tokenizer = datamodule.datasets["val"], datamodule.tokenizer
+        mask_id = tokenizer.token_to_id("[MASK]")
+        stride = max(len(dataset) // self.num_examples, 1)
+        was_training = pl_module.training
+        pl_module.eval()
+        try:
+            for index in range(0, min(len(dataset), stride * self.num_examples), stride):
+                example = self._fill(pl_module, tokenizer, dataset[index], mask_id)
+                if example is not None:
+                    self.examples.append(example)
+        finally:
+            pl_module.train(was_training)
+        if self.examples:
+            print("the model fills [MASK] in held-out text (its top 3, then the word that was there):")
+            for e in self.examples:
+                print(f"  {e['text']}\n      -> {', '.join(e['predicted'])}   (was: {e['truth']})")
+
+    def _fill(self, module, tokenizer, sample: dict, mask_id: int) -> dict | None:
+        ids = [int(i) for i in sample["input_ids"]]
+        end_a = ids.index(tokenizer.token_to_id("[SEP]"))
+        tokens = [tokenizer.id_to_token(i) for i in ids]
+        words = [k for k in range(1, end_a) if tokens[k].isalpha() and len(tokens[k]) >= 3
+                 and not (k + 1 < len(tokens) and tokens[k + 1].startswith("##"))]
+        if not words:
+            return None
+        position = min(words, key=lambda k: abs(k - end_a // 2))
+        masked = list(ids)
+        masked[position] = mask_id
+        device = module.device
+        batch = {"input_ids": torch.tensor([masked], device=device),
+                 "token_type_ids": torch.as_tensor(sample["token_type_ids"], device=device)[None],
+                 "attention_mask": torch.ones(1, len(ids), dtype=torch.long, device=device),
+                 "masked_lm_positions": torch.tensor([[position]], device=device)}
+        with torch.no_grad():
+            logits, _ = module(batch)
+        predicted = [tokenizer.id_to_token(int(i)) for i in logits[0, 0].float().topk(3).indices]
+        lo, hi = max(1, position - self.context), min(end_a, position + self.context + 1)
+        shown = tokenizer.decode(masked[lo:position]) + " [MASK] " + tokenizer.decode(masked[position + 1 : hi])
+        return {"text": ("... " if lo > 1 else "") + shown.strip() + (" ..." if hi < end_a else ""),
+                "predicted": predicted, "truth": tokens[position]}

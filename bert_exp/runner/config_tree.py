@@ -71,10 +71,11 @@ def summary_lines(cfg: DictConfig, config_file: Path | None = None) -> list[str]
     return lines
 
 
-def show_config(cfg: DictConfig, save_to: Path | None = None) -> None:
-    """Prints a few lines of what runs and where; with ``save_to``, writes the whole tree there."""
+def show_config(cfg: DictConfig, save_to: Path | None = None, notes: list[str | None] | None = None) -> None:
+    """Prints a few lines of what runs and where (and ``notes``: what the run chose for this machine);
+    with ``save_to``, writes the whole tree there."""
     tree = config_tree(cfg)
-    print("\n".join(summary_lines(cfg, save_to)), flush=True)
+    print("\n".join(summary_lines(cfg, save_to) + [n for n in notes or [] if n]), flush=True)
     if save_to is not None:
         save_to.parent.mkdir(parents=True, exist_ok=True)
         with open(save_to, "w", encoding="utf-8") as out:

@@ -78,3 +78,28 @@ def help_text() -> str:
                           [(p.stem, describe(p)) for p in sorted(sweeps.glob("*.yaml"))])
     lines.append(MORE)
     return "\n".join(lines)
+
+
+def unknown_choice(args: list[str]) -> str | None:
+    """The first ``GROUP=OPTION`` among ``args`` whose option the group does not have (``+experiment=`` and
+    ``+sweeps=`` included), as one line with the nearest names; Hydra would list every option instead."""
+    import difflib
+
+    conf = resource_dir("conf")
+    folders = {p.name: p for p in conf.iterdir() if p.is_dir()}
+    sweeps = resource_dir("sweeps")
+    if sweeps.is_dir():
+        folders["sweeps"] = sweeps
+    for arg in args:
+        key, _, value = arg.lstrip("+~").partition("=")
+        if key not in folders or not value or arg.startswith("~"):
+            continue
+        options = sorted(p.stem for p in folders[key].glob("*.yaml"))
+        for choice in value.split(","):  # a multirun sweeps over several
+            if choice and choice not in options:
+                near = difflib.get_close_matches(choice, options, n=3, cutoff=0.6)
+                hint = f"; did you mean {' or '.join(near)}?" if near else ""
+                where = "-m +sweeps=NAME" if key == "sweeps" else f"{key}=NAME"
+                return (f"{key}={choice}: no such option{hint} (python -m bert_exp --help lists every "
+                        f"{'preset' if key == 'experiment' else 'option'} of {where})")
+    return None

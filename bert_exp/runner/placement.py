@@ -9,8 +9,16 @@ Every check here runs before any data is read or any process is started.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import logging
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
@@ -27,6 +35,7 @@ class Placement:
     world_size: int
     device_batch_size: int
     accumulate_grad_batches: int
+    precision_note: str | None = None  # what precision=auto chose and why (None: as configured)
 
 
 def world_size(trainer_cfg: DictConfig, cuda_devices: int | None = None) -> int:
@@ -38,7 +47,11 @@ def world_size(trainer_cfg: DictConfig, cuda_devices: int | None = None) -> int:
     elif str(devices) in ("auto", "-1") and trainer_cfg.get("accelerator") in ("gpu", "cuda"):
         count = max(torch.cuda.device_count() if cuda_devices is None else cuda_devices, 1)
     elif str(devices) in ("auto", "-1") and trainer_cfg.get("accelerator") == "tpu":
-        count = 8  # one TPU host: v2-8 ... v4-8
+        count = 8  # one TPU host: v2-8, v3-8 (4 on a v4-8: Lightning's count where torch_xla is installed)
+        if xla_installed():
+            from .xla import xla_device_count
+
+            count = xla_device_count()
     else:
         count = 1
     return count * int(trainer_cfg.get("num_nodes", 1))
@@ -95,23 +108,95 @@ def cuda_bf16_supported() -> bool:
         return False
 
 
-def cpu_has_amx() -> bool:
-    """Intel AMX tiles: bf16 matrix products about 3x fp32's. Without them (AVX-512 BF16 alone) a bf16 matrix
-    product measured half as fast as fp32 on a 2-core Xeon, so bf16 autocast would slow a CPU run down."""
+@dataclass(frozen=True)
+class CpuKind:
+    """What decides bf16 on a CPU: AMX tiles (bf16 products about 3x fp32's), AVX-512 BF16 without them
+    (bf16 dot products: faster than fp32 on some CPUs, slower on others), or neither (bf16 emulated)."""
+
+    model: str
+    amx: bool
+    avx512_bf16: bool
+
+    @property
+    def describe(self) -> str:
+        native = "AMX" if self.amx else "AVX-512 BF16 without AMX" if self.avx512_bf16 else "no native bf16"
+        return f"{self.model} ({native})"
+
+
+def cpu_kind() -> CpuKind:
+    model = platform.processor() or platform.machine()
     try:
-        return bool(torch.cpu._is_amx_tile_supported())
-    except Exception:  # noqa: BLE001  a torch without the probe, or not an x86 CPU
-        return False
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+
+    def probe(name: str) -> bool:
+        try:
+            return bool(getattr(torch.cpu, name)())
+        except Exception:  # noqa: BLE001  a torch without the probe, or not an x86 CPU
+            return False
+
+    return CpuKind(model, probe("_is_amx_tile_supported"), probe("_is_avx512_bf16_supported"))
+
+
+# bf16 autocast pays for its casts around the products: worth it where they run at least this much faster
+BF16_MIN_SPEEDUP = 1.5
+
+
+def cpu_bf16_speedup(cache_dir: str | os.PathLike | None = None) -> float:
+    """How much faster a BERT-sized bf16 matrix product runs than fp32 on this CPU (median of 5 each),
+    measured once per CPU model and torch version and kept in ``cache_dir/cpu_bf16.json``, so every run
+    on a machine makes the same choice."""
+    kind = cpu_kind()
+    key = f"{kind.model} | torch {torch.__version__}"
+    path = Path(cache_dir) / "cpu_bf16.json" if cache_dir else None
+    known = {}
+    if path is not None and path.is_file():
+        try:
+            known = json.loads(path.read_text())
+        except ValueError:
+            known = {}
+        if key in known:
+            return float(known[key])
+    seconds = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = torch.randn(1024, 768).to(dtype), torch.randn(768, 3072).to(dtype)
+        runs = []
+        for _ in range(6):
+            start = time.perf_counter()
+            a @ b
+            runs.append(time.perf_counter() - start)
+        seconds[dtype] = statistics.median(runs[1:])
+    speedup = seconds[torch.float32] / seconds[torch.bfloat16]
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        known[key] = round(speedup, 3)
+        path.write_text(json.dumps(known, indent=1))
+    return speedup
+
+
+def cpu_precision(kind: CpuKind, speedup: Callable[[], float]) -> tuple[str, str]:
+    """(precision, why) for a CPU run with ``precision=auto``."""
+    if kind.amx:
+        return "bf16-mixed", f"{kind.describe}: bf16 matrix products about 3x fp32's"
+    if kind.avx512_bf16:
+        ratio = speedup()
+        if ratio >= BF16_MIN_SPEEDUP:
+            return "bf16-mixed", f"{kind.describe}: bf16 matrix products measured {ratio:.1f}x fp32's here"
+        return "32-true", f"{kind.describe}: bf16 matrix products measured {ratio:.1f}x fp32's here, too little for autocast"
+    return "32-true", f"{kind.describe}: bf16 would be emulated, slower than fp32"
 
 
 def resolve_precision(cfg: DictConfig, cuda_devices: int | None = None, bf16_supported: bool | None = None,
-                      amx: bool | None = None) -> str | None:
-    """Replaces ``precision: auto`` (hardware=gpu's default) by what the device runs fastest, before the
-    config is validated: bf16-mixed where CUDA supports bf16 natively; 16-mixed on older GPUs, with
+                      cpu: CpuKind | None = None, bf16_speedup: float | None = None) -> str | None:
+    """Replaces ``precision: auto`` by what the device runs fastest, before the config is validated:
+    bf16-mixed where CUDA supports bf16 natively; 16-mixed on older GPUs, with
     ``optim.optimizer.fused=false`` when gradients are clipped (a fused step unscales the gradients
-    itself, so under a loss scaler they could not be clipped); on CPU bf16-mixed where it has AMX, else
-    32-true; bf16-true on a TPU.
-    Returns a line saying what was chosen and why (None when the precision was not ``auto``)."""
+    itself, so under a loss scaler they could not be clipped); on a CPU bf16-mixed with AMX, or with
+    AVX-512 BF16 where its products measure at least :data:`BF16_MIN_SPEEDUP` x fp32's, else 32-true
+    (:func:`cpu_precision`); bf16-true on a TPU. ``cpu`` and ``bf16_speedup``: as on this machine unless
+    given. Returns a line saying what was chosen and why (None when the precision was not ``auto``)."""
     trainer = cfg.get("trainer")
     if trainer is None or OmegaConf.select(cfg, "trainer.precision", default=None) != "auto":
         return None
@@ -119,10 +204,10 @@ def resolve_precision(cfg: DictConfig, cuda_devices: int | None = None, bf16_sup
     on_cuda = accelerator_kind(trainer, cuda_devices) == "cuda"
     if accelerator == "tpu":
         chosen, why = "bf16-true", "a TPU computes in bf16 (XLA takes no -mixed precision)"
-    elif not on_cuda and (cpu_has_amx() if amx is None else amx):
-        chosen, why = "bf16-mixed", "the CPU has AMX (bf16 matrix products faster than fp32)"
     elif not on_cuda:
-        chosen, why = "32-true", f"accelerator={accelerator} without CUDA or CPU AMX: fp32"
+        cache = OmegaConf.select(cfg, "paths.cache_dir", default=None)
+        chosen, why = cpu_precision(cpu or cpu_kind(),
+                                    lambda: cpu_bf16_speedup(cache) if bf16_speedup is None else bf16_speedup)
     elif cuda_bf16_supported() if bf16_supported is None else bf16_supported:
         chosen, why = "bf16-mixed", "the GPU supports bf16 (no loss scaling needed)"
     else:
@@ -140,8 +225,13 @@ def resolve_precision(cfg: DictConfig, cuda_devices: int | None = None, bf16_sup
     return f"precision=auto -> {chosen}: {why}"
 
 
-def check_combination(cfg: DictConfig, cuda_devices: int | None = None) -> None:
-    """Raises ConfigError for a combination that cannot run, naming the keys to change."""
+def xla_installed() -> bool:
+    return importlib.util.find_spec("torch_xla") is not None
+
+
+def check_combination(cfg: DictConfig, cuda_devices: int | None = None, xla: bool | None = None) -> None:
+    """Raises ConfigError for a combination that cannot run, naming the keys to change (``cuda_devices``
+    and ``xla``, whether torch_xla is installed: as on this machine unless given)."""
     trainer = cfg.trainer
     accelerator = str(trainer.get("accelerator", "auto"))
     precision = str(trainer.get("precision", "32-true"))
@@ -156,6 +246,9 @@ def check_combination(cfg: DictConfig, cuda_devices: int | None = None) -> None:
     if accelerator in ("gpu", "cuda") and cuda == 0:
         problems.append(f"trainer.accelerator={accelerator}: no CUDA device here; choose hardware=cpu or ddp_cpu")
     if accelerator == "tpu":
+        if not (xla_installed() if xla is None else xla):
+            problems.append("hardware=tpu needs torch_xla, which is not installed here (pip install torch_xla with "
+                            "the torch it was built for; see docs/scaling-out.md)")
         if not OmegaConf.select(cfg, "data.loader.pad_to_max_length", default=False):
             problems.append("hardware=tpu needs static shapes: set data.loader.pad_to_max_length=true (XLA compiles "
                             "one graph per shape; masked positions are always max_predictions_per_seq)")

@@ -3,6 +3,7 @@ writes ``run.json``. Callable from tests with a composed config (no command line
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import platform
@@ -25,7 +26,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .callbacks import Diverged, DivergenceCheck, GracefulStop, LastCheckpoint, TokenThroughput
+from .callbacks import CompileModel, Diverged, DivergenceCheck, GracefulStop, LastCheckpoint, MaskFill, TokenThroughput
 from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
 from .validation import RUNNER_TRAINER_KEYS, ConfigError, validate_config
@@ -48,12 +49,13 @@ from .run_dir import (
     sweep_job_environment,
     weights_sha256,
 )
+from .handoff import clear_handoff, share_data_state
 from .ranks import is_global_rank_zero
 from ..errors import UserError
 from ..model import num_parameters, parameter_counts
 from ..tasks.base import Vocabulary
 from ..tasks.checkpoints import lightning_checkpoint_path, load_checkpoint
-from .placement import accelerator_kind, check_combination, derive_placement, resolve_precision
+from .placement import accelerator_kind, check_combination, cpu_kind, derive_placement, resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +147,7 @@ def run(cfg: DictConfig) -> float | None:
             module = build_task_module(cfg, datamodule, vocab, init)
             budget = make_budget(cfg, module)
             trainer, loggers, throughput = build_trainer(cfg, placement, budget)
-            record = RunRecord.start(cfg, job, trainer, datamodule, module, init, loggers)
+            record = RunRecord.start(cfg, job, trainer, datamodule, module, init, loggers, placement)
             return fit(cfg, trainer, module, datamodule, job.ckpt_path, record, throughput, loggers)
         except UserError as exc:
             # a mistake found before any training (a missing file, a bad row): no run to keep
@@ -166,12 +168,10 @@ def check_before_work(cfg: DictConfig):
     if logging.getLogger().handlers:  # under Hydra: Python warnings go to the logs (the console filters them)
         logging.captureWarnings(True)
     os.environ.setdefault("WANDB_SILENT", "true")  # W&B's own summary would fill the screen; run.json has it
-    chosen = resolve_precision(cfg)  # precision=auto (hardware=gpu): what this device runs fastest
-    if chosen:
-        log.info(chosen)
+    chosen = resolve_precision(cfg)  # precision=auto: what this device runs fastest, and why
     validate_config(cfg)
     check_combination(cfg)
-    placement = derive_placement(cfg)
+    placement = dataclasses.replace(derive_placement(cfg), precision_note=chosen)
     if accelerator_kind(cfg.trainer) == "cpu":  # a GPU run's large tensors live on the device
         configure_cpu_allocator(cfg.cpu_allocator)
     _log_through_hydra()
@@ -192,6 +192,7 @@ def open_job(cfg: DictConfig, placement) -> JobDirectory:
     if first_process:  # taken already when Hydra's callback (runner/guard.py) ran first
         RunLock.acquire(run_dir)
         clean_partial_files(run_dir)  # a run resumed in place after a kill
+        clear_handoff(run_dir)
         if ckpt_path is not None and ckpt_path.parent.name == "checkpoints":  # the run resumed from
             source = ckpt_path.parent.parent
             if not lock_is_live(read_lock(source)):
@@ -209,19 +210,22 @@ def open_job(cfg: DictConfig, placement) -> JobDirectory:
         with open_dict(cfg):
             cfg.logger.wandb.id = job.wandb_id
     if first_process:
-        show_config(cfg, save_to=run_dir / "config_tree.txt")
+        show_config(cfg, save_to=run_dir / "config_tree.txt", notes=[placement.precision_note])
         prepare_ddp_children(run_dir, job.ckpt_path, placement.world_size)
     return job
 
 
 def build_data(cfg: DictConfig, placement, init=None):
     """The DataModule, its inputs present (fetched when the catalog has them), tokenizing with the
-    vocabulary the starting weights were trained with."""
+    vocabulary the starting weights were trained with; in a run of several processes, with the
+    vocabulary and input hashes the first process worked out (:mod:`bert_exp.runner.handoff`)."""
     loader = instantiate(cfg.data.loader, batch_size=placement.device_batch_size)
     datamodule = instantiate(cfg.data, loader=loader)
     fetch_inputs(datamodule)
     if init is not None and init.vocab:
         datamodule.use_vocabulary(init.vocab, init.lowercase, init.tokenizer)
+    elif placement.world_size > 1 and hasattr(datamodule, "shared_state"):
+        share_data_state(datamodule, Path(cfg.paths.run_dir))
     return datamodule
 
 
@@ -246,11 +250,19 @@ def build_trainer(cfg: DictConfig, placement, budget: Budget | None = None):
         callbacks.append(DivergenceCheck(patience))
     loggers = [instantiate(c) for c in cfg.logger.values() if c]
     extra = {"accumulate_grad_batches": placement.accumulate_grad_batches}
-    if cfg.trainer.get("accelerator") != "tpu" and not cfg.trainer.get("plugins"):
-        extra["plugins"] = [AtomicCheckpointIO()]  # XLA brings its own
     trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
     for key in RUNNER_TRAINER_KEYS:  # ours, not Lightning's
         trainer_cfg.pop(key, None)
+    if cfg.trainer.get("accelerator") == "tpu":  # what Lightning's XLA support lacks (bert_exp/runner/xla.py)
+        from .xla import XlaSync, atomic_xla_checkpoint_io, bf16_weights_precision
+
+        callbacks.insert(0, XlaSync())
+        extra["plugins"] = [atomic_xla_checkpoint_io()]
+        if trainer_cfg.get("precision") == "bf16-true":
+            extra["plugins"].append(bf16_weights_precision())
+            trainer_cfg.pop("precision")
+    elif not cfg.trainer.get("plugins"):
+        extra["plugins"] = [AtomicCheckpointIO()]
     trainer = instantiate(trainer_cfg, _partial_=True)(
         logger=loggers or False, callbacks=callbacks, default_root_dir=str(cfg.paths.run_dir), **extra
     )
@@ -272,8 +284,9 @@ class RunRecord:
         self.started = time.time()
 
     @classmethod
-    def start(cls, cfg, job, trainer, datamodule, module, init, loggers) -> RunRecord:
+    def start(cls, cfg, job, trainer, datamodule, module, init, loggers, placement=None) -> RunRecord:
         resolved = OmegaConf.to_container(cfg, resolve=True)
+        note = getattr(placement, "precision_note", None)
         info = {
             "status": "running",
             "run_dir": str(job.run_dir),
@@ -287,8 +300,12 @@ class RunRecord:
             "host": {"machine": platform.machine(), "cpus": os.cpu_count(),
                      "accelerator": type(trainer.accelerator).__name__, "world_size": trainer.world_size,
                      "device_batch_size": datamodule.batch_size,
-                     "accumulate_grad_batches": trainer.accumulate_grad_batches},
-            "data_checksums": datamodule.data_checksums,
+                     "accumulate_grad_batches": trainer.accumulate_grad_batches,
+                     "cpu": cpu_kind().describe,
+                     # precision=auto's choice and its reason; else the configured one
+                     "precision": {"chosen": str(cfg.trainer.precision),
+                                   "reason": note.split(": ", 1)[1] if note else "as configured"}},
+            "data_checksums": datamodule.data_checksums if trainer.is_global_zero else None,  # hashed once
             "num_parameters": num_parameters(module.model),
             "parameters": parameter_counts(module.model),  # by part: embeddings, encoder, heads, trainable
             "resumed_from": str(job.ckpt_path) if job.ckpt_path else None,
@@ -429,8 +446,14 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
         elif last is not None and last.saved_step is not None:
             ending["last_checkpoint"] = {"path": last.path, "step": last.saved_step}
         metrics = {k: _number(v) for k, v in sorted(trainer.callback_metrics.items())}
-        if getattr(datamodule, "data_report", None):  # what the corpus cache holds and what it left out
+        if getattr(datamodule, "data_report", None):  # what the prepared data holds and what it left out
             ending["data_report"] = datamodule.data_report
+        filled = _callback(trainer, MaskFill)
+        if filled is not None and filled.examples:
+            ending["mask_fill"] = filled.examples
+        compiled = _callback(trainer, CompileModel)
+        if compiled is not None and compiled.report():
+            ending["compile"] = compiled.report()
         record.finish(status, trainer, module, throughput, metrics, loggers, **ending)
     if status == "interrupted":
         sys.exit(128 + (stop.signal or signal.SIGINT))

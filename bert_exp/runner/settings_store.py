@@ -16,6 +16,7 @@ from omegaconf import MISSING
 from ..data.corpus import InstanceSettings
 from ..data.loading import LoaderSettings
 from ..data.masking import MaskingSettings
+from ..data.shards import PrepareSettings
 from ..tasks.optim import OptimSettings
 
 # name in the `settings` group -> (dataclass, fields left out of the config)
@@ -25,6 +26,7 @@ SETTINGS = {
     # nsp and layout follow from data.objective / data.packing / data.nsp; file_boundaries from data.files
     "instances": (InstanceSettings, ("nsp", "layout", "file_boundaries")),
     "optim": (OptimSettings, ()),
+    "prepare": (PrepareSettings, ()),
 }
 
 

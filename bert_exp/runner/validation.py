@@ -172,6 +172,9 @@ def value_problems(cfg: DictConfig) -> list[str]:
         value = _select(cfg, key)
         if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
             problems.append(f"{key}={value}: must be a positive number")
+    nodes = _select(cfg, "trainer.num_nodes")
+    if nodes is not None and (not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1):
+        problems.append(f"trainer.num_nodes={nodes!r}: a number of machines, 1 or more")
     for key in ("optim.scheduler.warmup_steps", "optim.optimizer.weight_decay", "trainer.gradient_clip_val"):
         value = _select(cfg, key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
@@ -187,10 +190,11 @@ def value_problems(cfg: DictConfig) -> list[str]:
         try:
             parse_budget(budget)
         except BudgetError as err:
-            problems.append(str(err))
-        if _select(cfg, "optim.scheduler.warmup_steps") is not None:
-            problems.append(f"trainer.budget={budget} lays the schedule over the budget, not over steps: set "
-                            "optim.scheduler.warmup_steps=null and give optim.scheduler.warmup_ratio")
+            problems.append(str(err))  # a budget that does not parse is all there is to say about it
+        else:
+            if _select(cfg, "optim.scheduler.warmup_steps") is not None:
+                problems.append(f"trainer.budget={budget} lays the schedule over the budget, not over steps: set "
+                                "optim.scheduler.warmup_steps=null and give optim.scheduler.warmup_ratio")
     allocator = _select(cfg, "cpu_allocator")
     if "cpu_allocator" in cfg and allocator not in CPU_ALLOCATOR_CHOICES:
         problems.append(f"cpu_allocator={allocator!r}: expected one of {', '.join(CPU_ALLOCATOR_CHOICES)}")

@@ -14,10 +14,10 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..data.masking import IGNORE_INDEX
+from ..metrics.mean import WeightedMean
 from ..model import BertConfig, BertForPreTraining, ElectraForPreTraining
 from .base import BertTask, Vocabulary
 from .optim import OptimSettings
@@ -80,10 +80,13 @@ def loss_by_position_range(token_losses: torch.Tensor, positions: torch.Tensor, 
                            starts=POSITION_RANGE_STARTS) -> tuple[torch.Tensor, torch.Tensor]:
     """(sum of the losses, number of masked tokens) per position range; ``token_losses``, ``positions``
     and ``selected`` are [batch, predictions]."""
-    index = torch.bucketize(positions, torch.tensor(starts[1:], device=positions.device), right=True)
-    index = index[selected]
-    sums = torch.zeros(len(starts), device=token_losses.device).index_add_(0, index, token_losses[selected].float())
-    counts = torch.bincount(index, minlength=len(starts))
+    # fixed shapes throughout (no boolean indexing, bucketize or bincount): one compiled graph on XLA
+    index = sum((positions >= start).long() for start in starts[1:])
+    weight = selected.float()
+    sums = torch.zeros(len(starts), dtype=torch.float32, device=token_losses.device).index_add_(
+        0, index.flatten(), (token_losses.float() * weight).flatten())
+    counts = torch.zeros(len(starts), dtype=torch.float32, device=token_losses.device).index_add_(
+        0, index.flatten(), weight.flatten())
     return sums, counts
 
 
@@ -133,12 +136,13 @@ class PretrainingModule(BertTask):
         else:
             self.model = BertForPreTraining(model_config)
         self.freeze_parameters(self.unreached_prefixes())
-        self.val_mlm_loss = MeanMetric()
-        self.val_mlm_acc = MeanMetric()
-        self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro")
-        self.val_rtd_loss = MeanMetric()
-        self.val_rtd_acc = MeanMetric()
-        self.val_position_loss = torch.nn.ModuleList(MeanMetric() for _ in POSITION_RANGE_STARTS)
+        # metrics that never read the device in an update (no host sync per batch; one graph on XLA)
+        self.val_mlm_loss = WeightedMean()
+        self.val_mlm_acc = WeightedMean()
+        self.val_nsp_acc = MulticlassAccuracy(num_classes=2, average="micro", validate_args=False)
+        self.val_rtd_loss = WeightedMean()
+        self.val_rtd_acc = WeightedMean()
+        self.val_position_loss = torch.nn.ModuleList(WeightedMean() for _ in POSITION_RANGE_STARTS)
 
     def unreached_prefixes(self) -> tuple[str, ...]:
         """Parameters no loss of this objective reaches: the pooler, and the NSP head where there is no

@@ -171,9 +171,9 @@ def test_exported_model_directory_loads_the_same_tokenizer(bpe, tmp_path):
 
 def test_tokenizer_settings():
     wordpiece = TokenizerSpec(vocab_size=3000)
-    # the key of the vocabularies trained before there were kinds
-    assert wordpiece.cache_fields == {"vocab_file": None, "vocab_size": 3000, "min_frequency": 2,
-                                      "limit_alphabet": 1000, "lowercase": True, "strip_accents": None}
+    # the key of the vocabularies trained before there were kinds, and since it became deterministic
+    assert wordpiece.cache_fields == {"vocab_file": None, "vocab_size": 3000, "min_frequency": 2, "limit_alphabet": 1000,
+                                      "lowercase": True, "strip_accents": None, "training": "pinned_ids"}
     byte_bpe = TokenizerSpec(kind="byte_bpe", vocab_size=3000)
     assert byte_bpe.lowercase is False and byte_bpe.cache_fields["kind"] == "byte_bpe"
     assert TokenizerSpec(kind="byte_bpe", lowercase=True).lowercase is True
@@ -216,11 +216,11 @@ def test_pretraining_instances_with_byte_bpe(bpe_dm, data_dir, cache_dir):
     assert "the" in text.lower() and "\ufffd" not in text  # byte-level pieces decode back to text
     # the whole-word table marks the pieces without the space
     assert bpe_dm.collator.continuation is not None and not bpe_dm.collator.continuation[bpe_dm.special_ids.mask]
-    # the corpus cache is keyed by the tokenizer kind: the same settings with WordPiece are another cache
+    # the prepared data is keyed by the tokenizer kind: the same settings with WordPiece are other data
     wordpiece = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
                                       tokenizer=TokenizerSpec(vocab_size=2000), cache_dir=str(cache_dir),
                                       objective="mlm", instances=InstanceSettings(val_fraction=0.1))
-    assert wordpiece.corpus_dir != bpe_dm.corpus_dir
+    assert wordpiece.prepared_location.url != bpe_dm.prepared_location.url
 
 
 def test_the_roberta_preset_builds_instances_with_byte_bpe(data_dir, cache_dir):

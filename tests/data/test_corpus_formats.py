@@ -15,7 +15,8 @@ from helpers import compose_config
 from bert_exp.data import PretrainingDataModule, TokenizerSpec
 from bert_exp.data import pretraining as pretraining_module
 from bert_exp.datasets.catalog import load_catalog
-from bert_exp.data.corpus import InstanceSettings, build_corpus_cache
+from bert_exp.data.corpus import InstanceSettings
+from bert_exp.data.shards import Location, PrepareSettings, prepare
 from bert_exp.data.text import (
     CorpusError,
     ReadReport,
@@ -144,8 +145,11 @@ def test_giant_unpunctuated_line_warns_and_is_counted(tmp_path, caplog):
     ok = write(tmp_path / "ok.txt.gz", gzip.compress(normal.encode()))
     bad = write(tmp_path / "bad.txt.xz", lzma.compress((normal + giant + "\n").encode()))
     settings = InstanceSettings(max_seq_length=64, doc_boundary="blank_line", val_fraction=0.1)
+    tokenizer = _tiny_tokenizer()
     with caplog.at_level(logging.WARNING, logger="bert_exp.data"):
-        report = build_corpus_cache([ok, bad], _tiny_tokenizer(), tmp_path, settings, {})
+        meta = prepare(Location(str(tmp_path / "prepared")), [ok, bad], tokenizer.to_str(), tokenizer.get_vocab_size(),
+                       settings, PrepareSettings(), {})
+    report = meta["report"]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(str(bad) in w and "longer than an instance" in w and "22000" in w for w in warnings), warnings
     assert not any(str(ok) in w for w in warnings)
@@ -155,8 +159,8 @@ def test_giant_unpunctuated_line_warns_and_is_counted(tmp_path, caplog):
     assert report["truncated_files"][str(bad)]["longest_sentence"] == 22_000
     assert report["formats"] == {"gzip": 1, "xz": 1} and report["documents"] == 81
     assert report["tokens_per_second"] > 0
-    meta = json.loads((tmp_path / "meta.json").read_text())
-    assert meta["report"] == json.loads(json.dumps(report))  # JSON as it is
+    on_disk = json.loads((tmp_path / "prepared" / "meta.json").read_text())
+    assert on_disk["report"] == json.loads(json.dumps(report))  # JSON as it is
 
 
 def test_datamodule_report_and_cache_key_of_compressed_inputs(tmp_path, caplog):
@@ -184,16 +188,15 @@ def test_datamodule_report_and_cache_key_of_compressed_inputs(tmp_path, caplog):
     assert report["files"] == 2 and report["documents"] == 71 and report["formats"] == {"xz": 1, "gzip": 1}
     assert report["fallback_decoded"] == {str(corpus / "part1.txt.gz"): 1}
     assert report["tokens"] > 0 and report["tokens_dropped"] >= 0 and json.dumps(report)
-    first = dm.corpus_dir
-    assert module().corpus_dir == first
+    first = dm.prepared_location.url
+    assert module().prepared_location.url == first
     write(corpus / "part1.txt.gz", gzip.compress(data + b"One more review.\n"))
-    assert module().corpus_dir != first  # the compressed file's content is part of the key
+    assert module().prepared_location.url != first  # the compressed file's content is part of the key
 
 
 def test_vocabulary_trainer_reads_compressed_files(tmp_path, monkeypatch):
-    """The trainer is fed the same decoded text from a .xz file as from the plain file (``tokenizers``'
-    WordPiece trainer breaks ties differently from run to run, so equal input is what can be compared
-    exactly), and a vocabulary that holds every word comes out the same."""
+    """The trainer is fed the same decoded text from a .xz file as from the plain file, and gives the same
+    vocabulary, token for token and id for id."""
     words = [a + b for a in "bcdfghkl" for b in "aeiou"]  # two-letter words: no sub-word is ambiguous
     text = "\n\n".join(" ".join(words[i:] + words[:i]) + "." for i in range(len(words)))
     folder = {"plain": tmp_path / "plain", "xz": tmp_path / "xz"}
@@ -206,7 +209,7 @@ def test_vocabulary_trainer_reads_compressed_files(tmp_path, monkeypatch):
         captured = []
 
         def capture(texts, *args, captured=captured, **kwargs):
-            texts = list(texts)
+            texts = list(texts())  # a function that gives the text again: it is read twice
             captured.extend(texts)
             return train_wordpiece(texts, *args, **kwargs)
 
@@ -214,9 +217,9 @@ def test_vocabulary_trainer_reads_compressed_files(tmp_path, monkeypatch):
         dm = PretrainingDataModule(files=[str(directory)], tokenizer=TokenizerSpec(vocab_size=500, min_frequency=1),
                                    cache_dir=str(tmp_path / f"cache-{kind}"))
         fed[kind] = captured
-        vocabularies[kind] = set(vocab_list(dm.load_tokenizer()))
+        vocabularies[kind] = vocab_list(dm.load_tokenizer())
     assert fed["xz"] == fed["plain"] and len(fed["xz"]) == 1 and "ba" in fed["xz"][0]
-    assert vocabularies["xz"] == vocabularies["plain"] and set(words) <= vocabularies["xz"]
+    assert vocabularies["xz"] == vocabularies["plain"] and set(words) <= set(vocabularies["xz"])
 
 
 def test_first_reviews_of_the_shared_imdb_corpus(data_dir):
@@ -234,6 +237,8 @@ def test_first_reviews_of_the_shared_imdb_corpus(data_dir):
     ("imdb", ["imdb"], {"blank_line"}),
     ("books", ["gutenberg"], {"file"}),
     ("books_imdb", ["gutenberg", "imdb"], {"file", "blank_line"}),
+    ("wikipedia", ["wikipedia"], {"blank_line"}),
+    ("bert_mix", ["gutenberg", "wikipedia"], {"file", "blank_line"}),
 ])
 def test_presets_compose_and_name_existing_files(name, folders, boundaries, data_dir, tmp_path):
     from hydra.utils import instantiate
@@ -250,7 +255,9 @@ def test_presets_compose_and_name_existing_files(name, folders, boundaries, data
     assert len([p for p in files if p.parent.name == "imdb"]) == (20 if "imdb" in folders else 0)
     own = dm.settings.file_boundaries or {}
     assert {own.get(str(p), [dm.settings.doc_boundary])[0] for p in files} == boundaries
-    assert all(own.get(str(p), [dm.settings.doc_boundary])[0] == "blank_line" for p in files if p.parent.name == "imdb")
+    assert all(own.get(str(p), [dm.settings.doc_boundary])[0] == "blank_line" for p in files
+               if p.parent.name in ("imdb", "wikipedia"))
+    assert len([p for p in files if p.parent.name == "wikipedia"]) == (16 if "wikipedia" in folders else 0)
 
 
 def test_catalog_entries_say_where_the_full_sets_come_from(tmp_path, capsys):
@@ -259,6 +266,8 @@ def test_catalog_entries_say_where_the_full_sets_come_from(tmp_path, capsys):
     catalog = load_catalog()
     assert "aclImdb_v1.tar.gz" in catalog["imdb"].manual and not catalog["imdb"].downloads
     assert "gutenberg.org" in catalog["books"].manual and not catalog["books"].downloads
+    assert "dumps.wikimedia.org" in catalog["wikipedia"].manual and not catalog["wikipedia"].downloads
+    assert len(catalog["wikipedia"].files) == 16 and all(len(v) == 64 for v in catalog["wikipedia"].files.values())
     assert len(catalog["imdb"].files) == 20 and all(v for v in catalog["imdb"].files.values())
     assert main(["download", "imdb", "--data-dir", str(tmp_path), "--no-progress"]) == 2
     err = capsys.readouterr().err

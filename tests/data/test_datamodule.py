@@ -1,4 +1,8 @@
+import json
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -6,6 +10,8 @@ import torch
 
 from bert_exp.data import InstanceSettings, LoaderSettings, MaskingSettings, PretrainingDataModule, TokenizerSpec
 from bert_exp.data.masking import IGNORE_INDEX
+from bert_exp.data.shards import PrepareSettings
+from helpers import REPO
 
 
 @pytest.fixture(scope="module")
@@ -29,42 +35,54 @@ def test_batches(inaugural_dm):
 
 
 def test_validation_documents_are_held_out(inaugural_dm):
-    directory = inaugural_dm.corpus_dir
-    doc_starts = np.load(directory / "doc_starts.npy")
-    docs = {}
-    for split in ("train", "val"):
-        inst = np.load(directory / f"{split}.npy")
-        docs[split] = set(np.searchsorted(doc_starts, inst[:, 0], side="right")) | \
-            set(np.searchsorted(doc_starts, inst[:, 2], side="right"))
-    assert docs["val"] and docs["train"] and not docs["val"] & docs["train"]
-    assert len(docs["val"]) == round(0.1 * 55)
+    from bert_exp.data.corpus import cut_group
+
+    files, settings = inaugural_dm.files, inaugural_dm.settings
+    splits = {split: cut_group(files, inaugural_dm.tokenizer, settings, 0, split) for split in ("train", "val")}
+    held, kept = set(splits["val"].documents), set(splits["train"].documents)
+    assert len(held) == round(0.1 * 55) and len(held | kept) == 55 and not held & kept
+    for split, cut in splits.items():  # every A and B lies inside one document of the split's own
+        own = cut.doc_starts
+        for a_start, a_len, b_start, b_len, _ in cut.instances:
+            for start, length in ((a_start, a_len), (b_start, b_len)):
+                k = np.searchsorted(own, start, side="right") - 1
+                assert 0 <= k < len(own) - 1 and start + length <= own[k + 1], (split, start, length)
+    # what the prepared data holds: as many instances as cutting the group gives
+    assert inaugural_dm.meta["splits"]["val"]["instances"] == len(splits["val"].instances)
+    assert inaugural_dm.meta["splits"]["train"]["instances"] == len(splits["train"].instances)
 
 
-def test_cache_is_reused_and_keyed_by_settings(inaugural_dm, data_dir, cache_dir):
-    directory = inaugural_dm.corpus_dir
-    stamp = (directory / "tokens.npy").stat().st_mtime_ns
+def test_prepared_data_is_reused_and_keyed_by_settings(inaugural_dm, data_dir, cache_dir):
+    location = inaugural_dm.prepared_location
+    meta = Path(location.join("meta.json"))
+    stamp = meta.stat().st_mtime_ns
     again = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural")], tokenizer=TokenizerSpec(vocab_size=3000),
                                   cache_dir=str(cache_dir), instances=InstanceSettings(val_fraction=0.1))
     # a directory names the same files: its README is skipped as not corpus text
-    assert again.files == inaugural_dm.files and again.corpus_dir == directory
-    same = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
-                                 tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
-                                 instances=InstanceSettings(val_fraction=0.1))
-    assert same.corpus_dir == directory
-    same.prepare_data()
-    assert (directory / "tokens.npy").stat().st_mtime_ns == stamp  # not rebuilt
+    assert again.files == inaugural_dm.files and again.prepared_location.url == location.url
+    again.prepare_data()
+    assert meta.stat().st_mtime_ns == stamp  # not prepared again
     other = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
                                   tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
                                   instances=InstanceSettings(val_fraction=0.1, max_seq_length=64))
-    assert other.corpus_dir != directory
+    assert other.prepared_location.url != location.url
+    grouped = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
+                                    tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
+                                    instances=InstanceSettings(val_fraction=0.1), prepare=PrepareSettings(group_bytes="64KB"))
+    assert grouped.prepared_location.url != location.url  # NotNext segments come from other groups
+    workers = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
+                                    tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
+                                    instances=InstanceSettings(val_fraction=0.1), prepare=PrepareSettings(num_workers=3))
+    assert workers.prepared_location.url == location.url  # how it is prepared is not what it holds
 
 
-def test_dataset_is_memory_mapped_and_pickles_small(inaugural_dm):
-    dataset = inaugural_dm.datasets["train"]
-    dataset[0]
-    tokens = dataset._arrays[0]
-    assert isinstance(tokens, np.memmap)
-    assert len(pickle.dumps(dataset)) < 10_000  # workers get paths, not the corpus
+def test_datasets_pickle_small(inaugural_dm):
+    """Loader workers receive where the data is, not the data."""
+    loader = inaugural_dm.train_dataloader()
+    assert len(pickle.dumps(loader.dataset)) < 20_000
+    val = inaugural_dm.datasets["val"]
+    val[0]
+    assert len(pickle.dumps(val)) < 10_000
 
 
 def test_vocab_file_is_used_as_given(data_dir, cache_dir, tmp_path, inaugural_dm):
@@ -99,17 +117,26 @@ def test_too_few_documents_is_a_clear_error(data_dir, cache_dir):
         dm.prepare_data()
 
 
-def test_cache_build_memory_does_not_grow_with_the_corpus(data_dir, tmp_path):
-    """Tokens and instances stream to disk: 4x the corpus must not need ~4x the memory."""
-    import tracemalloc
-
-    from bert_exp.data.corpus import InstanceSettings, build_corpus_cache
-    from bert_exp.data.tokenizer import load_vocab_file
-    from bert_exp.resources import minilm_dir
-
-    tokenizer = load_vocab_file(minilm_dir() / "vocab.txt")
+def test_preparation_memory_does_not_grow_with_the_corpus(data_dir, tmp_path):
+    """Groups of a fixed size, each prepared with the memory it needs: 4x the corpus must not need ~4x the
+    memory. Each preparation runs in a fresh process, which reports the peak RSS of its own and of the
+    processes it waited for (the preparing process and litdata's workers)."""
     source = tmp_path / "part.txt"  # 200 kB of tiny-shakespeare, a document per file
     source.write_bytes((data_dir / "corpus" / "tinyshakespeare" / "input.txt").read_bytes()[:200_000])
+    script = """
+import json, resource, sys
+from pathlib import Path
+from bert_exp.data.corpus import InstanceSettings
+from bert_exp.data.shards import Location, PrepareSettings, prepare
+from bert_exp.data.tokenizer import load_vocab_file
+from bert_exp.resources import minilm_dir
+tokenizer = load_vocab_file(minilm_dir() / "vocab.txt")
+files = [Path(f) for f in sys.argv[2:]]
+meta = prepare(Location(sys.argv[1]), files, tokenizer.to_str(), tokenizer.get_vocab_size(), InstanceSettings(),
+               PrepareSettings(group_bytes="800KB", num_workers=1), {})
+print(json.dumps({"tokens": meta["report"]["tokens"],
+                  "rss": max(resource.getrusage(r).ru_maxrss for r in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))}))
+"""
     peaks = {}
     for scale in (1, 4):
         files = []
@@ -117,15 +144,14 @@ def test_cache_build_memory_does_not_grow_with_the_corpus(data_dir, tmp_path):
             link = tmp_path / f"in{scale}" / f"{copy}.txt"
             link.parent.mkdir(exist_ok=True)
             link.symlink_to(source)
-            files.append(link)
-        out = tmp_path / f"out{scale}"
-        out.mkdir()
-        tracemalloc.start()
-        build_corpus_cache(files, tokenizer, out, InstanceSettings(), {})
-        peaks[scale] = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        assert np.load(out / "tokens.npy", mmap_mode="r").shape[0] > 40_000 * 4 * scale
-    assert peaks[4] < 1.5 * peaks[1], peaks
+            files.append(str(link))
+        result = subprocess.run([sys.executable, "-c", script, str(tmp_path / f"out{scale}"), *files], cwd=REPO,
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        measured = json.loads(result.stdout.strip().splitlines()[-1])
+        assert measured["tokens"] > 40_000 * 4 * scale
+        peaks[scale] = measured["rss"]
+    assert peaks[4] < 1.2 * peaks[1], peaks
 
 
 def test_whole_word_masking_on_the_real_vocabulary(data_dir, cache_dir):

@@ -2,8 +2,10 @@ import random
 
 import numpy as np
 
-from bert_exp.data.corpus import InstanceSettings, PretrainingDataset, build_corpus_cache
+from bert_exp.data.corpus import InstanceSettings, assemble, cut_group, read_group_documents
 from bert_exp.data.instances import create_instances_from_document, pack_full_sentences
+from bert_exp.data.shards import to_sample
+from bert_exp.data.text import ReadReport, document_sentences, iter_text_chunks
 from bert_exp.data.tokenizer import train_wordpiece
 
 
@@ -63,29 +65,64 @@ def test_nsp_properties_on_synthetic_documents():
 
 
 def test_nsp_properties_on_the_shared_corpus(data_dir, tmp_path):
+    """The invariants on real text, as the preparation cuts a group: what it stores decodes to
+    [CLS] A [SEP] B [SEP] with token types 0 / 1, instance for instance."""
     files = sorted((data_dir / "corpus" / "state_union").glob("*.txt")) + \
         sorted((data_dir / "corpus" / "inaugural").glob("*.txt"))
-    from bert_exp.data.text import iter_documents
-    tokenizer = train_wordpiece((" ".join(d) for d in iter_documents(files)), vocab_size=4000)
+    tokenizer = train_wordpiece(lambda: iter_text_chunks(files), vocab_size=4000)
     settings = InstanceSettings(max_seq_length=128, val_fraction=0.0)
-    build_corpus_cache(files, tokenizer, tmp_path, settings, {})
-    instances = np.load(tmp_path / "train.npy")
+    cut = cut_group(files, tokenizer, settings, 0, "train")
+    instances = cut.instances
     assert len(instances) > 3000
-    doc_starts = np.load(tmp_path / "doc_starts.npy")[:-1]
+    doc_starts = cut.doc_starts[:-1]
     # sentence starts: re-derive from the tokenised sentences
-    from bert_exp.data.corpus import _tokenize_documents
-    lengths = [len(s) for doc in _tokenize_documents(files, tokenizer, settings) for s in doc]
+    lengths = [len(e.ids) for _, text in read_group_documents(files, settings, ReadReport())
+               for e in tokenizer.encode_batch(document_sentences(text), add_special_tokens=False) if e.ids]
     sentence_starts = np.concatenate([[0], np.cumsum(lengths)])
     check_nsp_instances(instances, doc_starts, sentence_starts, 128)
-    # instances decode to [CLS] A [SEP] B [SEP] with token types 0 / 1
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    dataset = PretrainingDataset(tmp_path, "train", cls_id, sep_id)
-    sample = dataset[7]
-    _, a_len, _, b_len, label = instances[7]
-    ids, types = sample["input_ids"], sample["token_type_ids"]
-    assert len(ids) == a_len + b_len + 3 and ids[0] == cls_id and ids[a_len + 1] == sep_id and ids[-1] == sep_id
-    assert types.tolist() == [0] * (a_len + 2) + [1] * (b_len + 1)
-    assert sample["next_sentence_label"] == label
+    for k in (0, 7, len(instances) - 1):
+        ids, b_start, label = assemble(cut.tokens, cut.doc_starts, instances[k], cls_id, sep_id)
+        _, a_len, _, b_len, expected = instances[k]
+        assert len(ids) == a_len + b_len + 3 and ids[0] == cls_id and ids[a_len + 1] == sep_id and ids[-1] == sep_id
+        assert b_start == a_len + 2 and label == expected
+        sample = to_sample({"input_ids": ids, "info": np.array([k, b_start, label])}, mask_seed=1, epoch=1)
+        assert sample["token_type_ids"].tolist() == [0] * (a_len + 2) + [1] * (b_len + 1)
+        assert sample["next_sentence_label"] == label
+
+
+def test_one_group_cuts_what_the_whole_corpus_did(data_dir):
+    """A corpus of one group gives the instances of the original algorithm run over the whole corpus: the
+    documents in reading order, ``random.Random(seed)`` shuffling them to hold out the validation ones,
+    then every validation document's instances, then every training document's, from that generator."""
+    files = sorted((data_dir / "corpus" / "inaugural").glob("18*.txt"))
+    tokenizer = train_wordpiece(lambda: iter_text_chunks(files), vocab_size=3000)
+    settings = InstanceSettings(max_seq_length=64, val_fraction=0.1, seed=7)
+    pieces, documents, offset = [], [], 0
+    for _, text in read_group_documents(files, settings, ReadReport()):
+        ids = [e.ids for e in tokenizer.encode_batch(document_sentences(text), add_special_tokens=False) if e.ids]
+        documents.append(offset + np.concatenate([[0], np.cumsum([len(x) for x in ids])]))
+        pieces.extend(ids)
+        offset = int(documents[-1][-1])
+    tokens = np.concatenate(pieces)
+    rng = random.Random(7)
+    order = list(range(len(documents)))
+    rng.shuffle(order)
+    held = sorted(order[: max(2, round(0.1 * len(documents)))])
+    expected = {}
+    for split, numbers in (("val", held), ("train", [d for d in range(len(documents)) if d not in held])):
+        docs = [documents[d] for d in numbers]
+        made = [inst for i in range(len(docs)) for inst in create_instances_from_document(docs, i, 64, 0.1, rng)]
+        expected[split] = _contents(tokens, made)
+    for split in ("val", "train"):
+        cut = cut_group(files, tokenizer, settings, 0, split)
+        assert _contents(cut.tokens, cut.instances) == expected[split], split
+        assert len(expected[split]) > 20
+
+
+def _contents(tokens, instances):
+    """Each instance as (A's tokens, B's tokens, label): what it holds, wherever its tokens are stored."""
+    return [(tuple(tokens[a : a + na]), tuple(tokens[b : b + nb]), int(label)) for a, na, b, nb, label in instances]
 
 
 def test_full_sentences_packing_crosses_documents_with_a_separator(tmp_path):
@@ -99,13 +136,11 @@ def test_full_sentences_packing_crosses_documents_with_a_separator(tmp_path):
     for lo, length, *_ in instances:
         inner = np.sum((doc_starts > lo) & (doc_starts < lo + length))
         assert length + inner <= 62
-    # the dataset inserts the [SEP]s
-    np.save(tmp_path / "tokens.npy", np.arange(total, dtype=np.int32) % 1000 + 10)
-    np.save(tmp_path / "doc_starts.npy", np.array([*doc_starts, total]))
-    np.save(tmp_path / "train.npy", np.asarray(instances, dtype=np.int64))
-    dataset = PretrainingDataset(tmp_path, "train", cls_id=2, sep_id=3)
+    # assembling an instance inserts the [SEP]s
+    tokens = np.arange(total, dtype=np.int32) % 1000 + 10
     crossing = next(k for k, (lo, n, *_) in enumerate(instances) if np.any((doc_starts > lo) & (doc_starts < lo + n)))
-    sample = dataset[crossing]
+    ids, b_start, label = assemble(tokens, np.array([*doc_starts, total]), instances[crossing], cls_id=2, sep_id=3)
+    sample = to_sample({"input_ids": ids, "info": np.array([crossing, b_start, label])}, mask_seed=0, epoch=1)
     assert sample["input_ids"][0] == 2 and sample["input_ids"][-1] == 3
     assert np.sum(sample["input_ids"] == 3) >= 2 and len(sample["input_ids"]) <= 64
     assert sample["next_sentence_label"] == -100 and not sample["token_type_ids"].any()

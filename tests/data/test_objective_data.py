@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from bert_exp.data.corpus import InstanceSettings, PretrainingDataset, build_corpus_cache, instance_layout
+from bert_exp.data.corpus import InstanceSettings, assemble, cut_group, instance_layout
+from bert_exp.data.shards import to_sample
 from bert_exp.data.instances import (
     create_sentence_pairs_from_document,
     create_sop_instances_from_document,
@@ -138,17 +139,17 @@ def test_the_cache_builds_each_layout(tmp_path, layout):
     for d, doc in enumerate(text.split("\n\n")):
         files.append(tmp_path / f"doc{d}.txt")
         files[-1].write_text(doc)
-    tokenizer = train_wordpiece(iter([text]), 200, 1, 100, True, None)
-    out = tmp_path / "cache"
-    out.mkdir()
+    tokenizer = train_wordpiece([text], 200, 1, 100, True, None)
     nsp = layout not in ("doc_sentences", "token_blocks")
     # 31 for the blocks: the documents are a multiple of 30 tokens long, so blocks of 30 would never
     # hold a document start
     length = 31 if layout == "token_blocks" else 32
-    build_corpus_cache(files, tokenizer, out, InstanceSettings(max_seq_length=length, nsp=nsp, layout=layout,
-                                                               val_fraction=0.0), {})
-    dataset = PretrainingDataset(out, "train", cls_id=2, sep_id=3)
-    samples = [dataset[i] for i in range(len(dataset))]
+    cut = cut_group(files, tokenizer, InstanceSettings(max_seq_length=length, nsp=nsp, layout=layout, val_fraction=0.0),
+                    0, "train")
+    samples = []
+    for k, instance in enumerate(cut.instances):
+        ids, b_start, label = assemble(cut.tokens, cut.doc_starts, instance, cls_id=2, sep_id=3)
+        samples.append(to_sample({"input_ids": ids, "info": np.array([k, b_start, label])}, mask_seed=0, epoch=1))
     assert samples and all(len(s["input_ids"]) <= length for s in samples)
     if layout == "doc_sentences":
         assert all((s["input_ids"] == 3).sum() == 1 for s in samples)  # no [SEP] between documents inside

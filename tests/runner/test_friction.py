@@ -50,3 +50,27 @@ def test_cfg_hydra_and_a_multirun_cfg_job_print_configs():
     assert "# job 0: +experiment=pretrain_tiny seed=1" in result.stdout
     assert "# job 1: +experiment=pretrain_tiny seed=2" in result.stdout
     assert "\nseed: 2\n" in result.stdout and "${" not in result.stdout
+
+
+def test_a_mistyped_preset_or_option_is_one_line_with_the_nearest_names(tmp_path):
+    from bert_exp.runner.help import unknown_choice
+
+    assert "did you mean pretrain_tiny" in unknown_choice(["+experiment=pretrain_tinyy"])
+    assert "hardware=cpux: no such option; did you mean cpu?" in unknown_choice(["+experiment=pretrain_tiny", "hardware=cpux"])
+    assert "sweeps=cola_grid" in unknown_choice(["-m", "+sweeps=cola_grid"])
+    assert "seed=1,x" not in (unknown_choice(["-m", "model=tiny,mini,minni"]) or "") and \
+        "model=minni" in unknown_choice(["-m", "model=tiny,mini,minni"])
+    assert unknown_choice(["+experiment=pretrain_tiny", "model=mini", "trainer.max_steps=3", "~logger"]) is None
+    result = run_cli(["+experiment=pretrain_tinyy", f"hydra.run.dir={tmp_path / 'run'}"])
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
+    assert "did you mean pretrain_tiny" in result.stderr and "--help" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_budget_that_does_not_parse_is_the_only_message(tmp_path):
+    cfg = compose_config(["+experiment=pretrain_tiny", "trainer.budget=ten minutes", "optim.scheduler.warmup_steps=100"],
+                         run_dir=tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        validate_config(cfg)
+    assert "trainer.budget='ten minutes': expected wall time" in str(caught.value)
+    assert "warmup" not in str(caught.value)

@@ -5,7 +5,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.strategies import FSDPStrategy
 
 from bert_exp.runner.validation import ConfigError, validate_config
-from bert_exp.runner.placement import check_combination, derive_placement, resolve_precision
+from bert_exp.runner.placement import check_combination, derive_placement, resolve_precision, xla_installed
 from helpers import compose_config, run_cli
 
 HARDWARE = ["cpu", "gpu", "ddp", "ddp_multinode", "fsdp", "tpu", "ddp_cpu"]
@@ -16,7 +16,7 @@ def test_every_hardware_option_composes_validates_and_is_possible(hardware, tmp_
     cfg = compose_config(["+experiment=cola_minilm", f"hardware={hardware}"], run_dir=tmp_path)
     resolve_precision(cfg, cuda_devices=8, bf16_supported=True)
     validate_config(cfg)
-    check_combination(cfg, cuda_devices=8)  # as on an 8-GPU machine
+    check_combination(cfg, cuda_devices=8, xla=True)  # as on an 8-GPU machine (or a TPU host)
     placement = derive_placement(cfg, cuda_devices=8)
     expected_world = {"cpu": 1, "gpu": 1, "ddp": 8, "ddp_multinode": 16, "fsdp": 8, "tpu": 8, "ddp_cpu": 2}
     assert placement.world_size == expected_world[hardware]
@@ -51,12 +51,25 @@ def test_batch_and_accumulation_are_derived_from_the_global_batch():
     (["hardware=ddp_cpu", "device_batch_size=5"], "not divisible by world size 2 x device_batch_size=5"),
     (["hardware=gpu", "precision=16-mixed"], "cannot clip gradients"),
     (["hardware=fsdp", "trainer.accelerator=cpu"], "shards over CUDA devices"),
-    (["+trainer.num_nodes=2"], "needs a distributed strategy"),
+    (["trainer.num_nodes=2"], "needs a distributed strategy"),
 ])
 def test_impossible_combinations_name_the_keys(overrides, message):
     cfg = compose_config(["+experiment=cola_minilm", *overrides])
     with pytest.raises(ConfigError, match=message):
-        check_combination(cfg, cuda_devices=8)
+        check_combination(cfg, cuda_devices=8, xla=True)
+
+
+def test_a_tpu_without_torch_xla_is_one_line_before_any_work(tmp_path):
+    cfg = compose_config(["+experiment=pretrain_tiny", "hardware=tpu"])
+    with pytest.raises(ConfigError, match="hardware=tpu needs torch_xla, which is not installed"):
+        check_combination(cfg, cuda_devices=0, xla=False)
+    if xla_installed():
+        return  # the command below would run (tests/xla/run.sh runs it)
+    result = run_cli(["+experiment=pretrain_tiny", "hardware=tpu", "precision=bf16-true", "trainer.devices=1",
+                      f"hydra.run.dir={tmp_path / 'run'}"], env={"BERT_EXP_CACHE": str(tmp_path / "cache")})
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "hardware=tpu needs torch_xla" in result.stderr
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "run" / "run.json").exists()  # no vocabulary trained
 
 
 def test_a_gpu_config_on_a_machine_without_one_stops_before_work():

@@ -1,6 +1,8 @@
-"""precision=auto (hardware=gpu's default): bf16-mixed where the GPU has native bf16, else 16-mixed with
-unfused AdamW so gradients can still be clipped; fp32 on CPU. Resolved before the config is checked."""
+"""precision=auto: bf16-mixed where the GPU has native bf16, else 16-mixed with unfused AdamW so gradients
+can still be clipped; on a CPU bf16-mixed only where bf16 products are native and fast (AMX, or AVX-512
+BF16 measured fast enough), else fp32. Resolved before the config is checked, and said why."""
 
+import json
 import logging
 
 import pytest
@@ -56,7 +58,7 @@ def test_16_mixed_keeps_a_fused_optimizer_when_nothing_is_clipped(tmp_path):
 
 def test_auto_on_cpu_is_the_cpu_default_and_other_precisions_are_left_alone(tmp_path):
     cfg = compose_config(["+experiment=cola_minilm", "precision=auto"], run_dir=tmp_path)
-    assert resolve_precision(cfg, cuda_devices=0, amx=False).startswith("precision=auto -> 32-true")
+    assert resolve_precision(cfg, cuda_devices=0, cpu=AVX2).startswith("precision=auto -> 32-true")
     assert cfg.trainer.precision == compose_config(["+experiment=cola_minilm"]).trainer.precision
     check_combination(cfg, cuda_devices=0)
     cfg = gpu_config(tmp_path, "precision=16-mixed", "optim.optimizer.fused=false")
@@ -65,24 +67,42 @@ def test_auto_on_cpu_is_the_cpu_default_and_other_precisions_are_left_alone(tmp_
     cfg = compose_config(["+experiment=cola_minilm", "hardware=tpu", "precision=auto"], run_dir=tmp_path)
     resolve_precision(cfg, cuda_devices=0)
     assert cfg.trainer.precision == "bf16-true"
-    check_combination(cfg, cuda_devices=0)
+    check_combination(cfg, cuda_devices=0, xla=True)
 
 
-def test_the_runner_resolves_before_checking_and_says_why(tmp_path, monkeypatch, caplog):
+def test_the_runner_resolves_before_checking_and_says_why(tmp_path, monkeypatch):
     from bert_exp.runner.run import check_before_work
 
     monkeypatch.setattr(placement, "cuda_bf16_supported", lambda: False)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     cfg = gpu_config(tmp_path)
-    with caplog.at_level(logging.INFO, logger="bert_exp.runner.run"):
-        check_before_work(cfg)
+    chosen = check_before_work(cfg)
     assert cfg.trainer.precision == "16-mixed" and cfg.optim.optimizer.fused is False
-    assert any("precision=auto -> 16-mixed" in r.getMessage() for r in caplog.records)
+    assert chosen.precision_note.startswith("precision=auto -> 16-mixed")  # printed with the run's first lines
 
 
-@pytest.mark.parametrize("amx, precision", [(True, "bf16-mixed"), (False, "32-true")])
-def test_auto_on_cpu_uses_bf16_only_where_the_cpu_has_amx(tmp_path, amx, precision):
-    """Without AMX a bf16 matrix product is slower than fp32 on CPU: bf16 autocast would cost time."""
+AMX = placement.CpuKind("Intel Xeon Platinum 8481C", amx=True, avx512_bf16=True)
+AVX512_BF16 = placement.CpuKind("AMD EPYC 9B14", amx=False, avx512_bf16=True)
+AVX2 = placement.CpuKind("AMD EPYC 7B13", amx=False, avx512_bf16=False)
+
+
+@pytest.mark.parametrize("cpu, speedup, precision, reason", [
+    (AMX, None, "bf16-mixed", "(AMX): bf16 matrix products about 3x"),
+    (AVX512_BF16, 2.4, "bf16-mixed", "(AVX-512 BF16 without AMX): bf16 matrix products measured 2.4x fp32's here"),
+    (AVX512_BF16, 0.5, "32-true", "measured 0.5x fp32's here, too little for autocast"),
+    (AVX2, None, "32-true", "(no native bf16): bf16 would be emulated"),
+])
+def test_auto_on_cpu_uses_bf16_only_where_its_products_are_native_and_fast(tmp_path, cpu, speedup, precision, reason):
+    """Without AMX a bf16 product may be emulated (AVX2) or merely native (AVX-512 BF16: faster than fp32 on
+    some CPUs, slower on others): the measured ratio decides, and the line says which kind of CPU it is."""
     cfg = compose_config(["+experiment=cola_minilm", "precision=auto"], run_dir=tmp_path)
-    assert resolve_precision(cfg, cuda_devices=0, amx=amx).startswith(f"precision=auto -> {precision}")
+    line = resolve_precision(cfg, cuda_devices=0, cpu=cpu, bf16_speedup=speedup)
+    assert line.startswith(f"precision=auto -> {precision}: {cpu.model}") and reason in line
     assert cfg.trainer.precision == precision
+
+
+def test_the_bf16_speedup_is_measured_once_a_machine(tmp_path, monkeypatch):
+    first = placement.cpu_bf16_speedup(tmp_path)
+    assert first > 0 and json.loads((tmp_path / "cpu_bf16.json").read_text())
+    monkeypatch.setattr(placement.torch, "randn", lambda *a: pytest.fail("measured again"))
+    assert placement.cpu_bf16_speedup(tmp_path) == round(first, 3)  # the same choice in every run here

@@ -40,10 +40,11 @@ def test_model_benchmark_report(tmp_path):
 
 def test_data_preparation_benchmark(data_dir, tmp_path):
     text = (data_dir / "corpus" / "tinyshakespeare" / "input.txt").read_bytes()
-    for part in range(4):  # four documents of 75 kB
-        (tmp_path / f"part{part}.txt").write_bytes(text[part * 75_000 : (part + 1) * 75_000])
-    results = run_data_bench([str(tmp_path / "part*.txt")], [1], log=lambda message: None)
+    for part in range(12):  # twelve documents of 25 kB, in three groups of four
+        (tmp_path / f"part{part:02d}.txt").write_bytes(text[part * 25_000 : (part + 1) * 25_000])
+    results = run_data_bench([str(tmp_path / "part*.txt")], [1], log=lambda message: None, group_bytes="100KB")
     by_impl = {r["impl"]: r for r in results}
-    assert set(by_impl) == {"ours", "transformers"}
+    assert set(by_impl) == {"ours-1", "ours-2", "transformers"}
+    assert by_impl["ours-1"]["tokens"] == by_impl["ours-2"]["tokens"]
     for r in results:
         assert r["tokens"] > 50_000 and r["seconds"] > 0 and r["peak_rss"] > 0

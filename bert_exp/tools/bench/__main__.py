@@ -48,6 +48,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data", nargs="*", metavar="FILE", default=None,
                    help="also time data preparation on these text files (default: the corpus config's)")
     p.add_argument("--data-scales", default="1,4", help="corpus sizes, as copies of the files, for --data")
+    p.add_argument("--data-group-bytes", default="8MB",
+                   help="text per group of files for --data (data.prepare.group_bytes; groups are what workers share)")
     p.add_argument("--skip-models", action="store_true", help="only the data-preparation benchmark")
     p.add_argument("--output", help="also write the Markdown report here")
     return p.parse_args(argv)
@@ -210,7 +212,7 @@ def main(argv=None) -> int:
         from .data_prep import data_table, run_data_bench
 
         scales = [int(s) for s in args.data_scales.split(",")]
-        sections.append(data_table(run_data_bench(args.data, scales, log)))
+        sections.append(data_table(run_data_bench(args.data, scales, log, group_bytes=args.data_group_bytes)))
     report = "\n\n".join(sections) + "\n"
     print(report)
     if args.output:
