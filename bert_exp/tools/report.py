@@ -5,6 +5,9 @@ run logs (``logs/metrics.csv``, ``run.json``), written to ``DIR/report/``.
 - a sweep (a directory of job directories): the summary table, the monitored metric against each swept
   parameter, and every job's validation curve;
 - a pipeline: a report for each stage, and an index.
+
+``--table RUN [RUN ...]`` prints one Markdown table of the runs instead (``bert_exp.tools.table``): the
+tables of ``docs/results/`` are rebuilt from their run directories this way.
 """
 
 from __future__ import annotations
@@ -221,10 +224,32 @@ def report(directory: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bert_exp.report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("directory", type=Path, help="a run, sweep or pipeline directory")
+    parser.add_argument("directory", type=Path, nargs="+",
+                        help="a run, sweep or pipeline directory (with --table: one or more runs)")
+    parser.add_argument("--table", action="store_true",
+                        help="print one Markdown table of the given runs, a row each, instead of a report")
+    parser.add_argument("--columns", default="",
+                        help="with --table: comma-separated run.json paths (global_step, "
+                             "throughput.tokens_per_sec, data_report.unigram_entropy) or metric names "
+                             "(val/mlm_loss); default: step, tokens/s and the monitored metric")
+    parser.add_argument("--output", type=Path, help="with --table: also write the table to this file")
     args = parser.parse_args(argv)
+    if args.table:
+        from .table import runs_table
+
+        try:
+            table = runs_table(args.directory, [c for c in args.columns.split(",") if c])
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(table, end="")
+        if args.output:
+            args.output.write_text(table)
+        return 0
+    if len(args.directory) > 1:
+        parser.error("one directory at a time (several runs make a table: --table)")
     try:
-        markdown = report(args.directory)
+        markdown = report(args.directory[0])
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
