@@ -358,7 +358,7 @@ def _run_optimize(job: _Job) -> None:
     total = len(SPLITS) * len(job.mine)
     process.start()
     try:
-        with tqdm(total=total, desc="preparing groups", unit=" groups", disable=total < 4) as bar:
+        with tqdm(total=total, desc="preparing groups (train, then val)", unit=" groups", disable=total < 4) as bar:
             while process.is_alive():
                 process.join(0.5)
                 bar.update(len(list(Path(job.report_dir).glob("[tv][ra]*-*.json"))) - bar.n)

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=${BERT_EXP_XLA_VENV:-$HOME/.cache/bert_exp/xla-venv}
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch_xla, bert_exp" 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch_xla, bert_exp, litdata, boto3" 2>/dev/null; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
   # torch_xla 2.9.0 names no torch in its metadata, and its library links torch 2.9's: install the pair

@@ -50,6 +50,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-scales", default="1,4", help="corpus sizes, as copies of the files, for --data")
     p.add_argument("--data-group-bytes", default="8MB",
                    help="text per group of files for --data (data.prepare.group_bytes; groups are what workers share)")
+    p.add_argument("--data-doc-boundary", default="file", choices=("file", "blank_line"),
+                   help="where a document ends in the --data files (data.instances.doc_boundary): a file each, "
+                        "or a blank line (one review or article a paragraph block, as IMDB's and Wikipedia's parts)")
     p.add_argument("--skip-models", action="store_true", help="only the data-preparation benchmark")
     p.add_argument("--output", help="also write the Markdown report here")
     return p.parse_args(argv)
@@ -212,7 +215,8 @@ def main(argv=None) -> int:
         from .data_prep import data_table, run_data_bench
 
         scales = [int(s) for s in args.data_scales.split(",")]
-        sections.append(data_table(run_data_bench(args.data, scales, log, group_bytes=args.data_group_bytes)))
+        sections.append(data_table(run_data_bench(args.data, scales, log, group_bytes=args.data_group_bytes,
+                                                   doc_boundary=args.data_doc_boundary)))
     report = "\n\n".join(sections) + "\n"
     print(report)
     if args.output:

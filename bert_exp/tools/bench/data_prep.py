@@ -60,7 +60,9 @@ def prepare_ours(spec: dict) -> int:
     tokenizer = load_vocab_file(spec["vocab"])
     options = PrepareSettings(num_workers=spec["workers"], group_bytes=spec["group_bytes"])
     meta = prepare(Location(spec["out"]), [Path(f) for f in spec["files"]], tokenizer.to_str(),
-                   tokenizer.get_vocab_size(), InstanceSettings(max_seq_length=spec["seq"]), options, {})
+                   tokenizer.get_vocab_size(),
+                   InstanceSettings(max_seq_length=spec["seq"], doc_boundary=spec.get("doc_boundary", "file")),
+                   options, {})
     return meta["report"]["tokens"]
 
 
@@ -105,7 +107,7 @@ def measure(spec: dict) -> dict:
 
 def run_data_bench(files: list[str] | None, scales: list[int], log: Callable[[str], None],
                    vocab: str | None = None, seq: int = 128, group_bytes: str = "8MB",
-                   impls: tuple[str, ...] = IMPLS) -> list[dict]:
+                   impls: tuple[str, ...] = IMPLS, doc_boundary: str = "file") -> list[dict]:
     from ...data.text import expand_inputs
 
     inputs = expand_inputs(files or default_files())
@@ -118,7 +120,7 @@ def run_data_bench(files: list[str] | None, scales: list[int], log: Callable[[st
                 log(f"data preparation x{scale}: {impl}")
                 workers = int(impl.split("-")[1]) if impl.startswith("ours") else 2
                 spec = {"impl": impl, "files": linked, "vocab": vocab, "seq": seq, "out": f"{tmp}/{impl}",
-                        "workers": workers, "group_bytes": group_bytes}
+                        "workers": workers, "group_bytes": group_bytes, "doc_boundary": doc_boundary}
                 results.append({"impl": impl, "scale": scale, **run_isolated("bert_exp.tools.bench.data_prep", spec)})
     return results
 
