@@ -146,7 +146,10 @@ def _restore_random_states(states: dict) -> None:
     torch.set_rng_state(states["torch"])
     kind, key, pos, has_gauss, gauss = states["numpy"]
     np.random.set_state((kind, key.numpy().astype(np.uint32), pos, has_gauss, gauss))
-    random.setstate(states["python"])
+    # Python's state is (version, a tuple of 625 ints, gauss); a checkpoint written through torch_xla
+    # (xm.save) comes back with lists for tuples, which random.setstate refuses
+    version, internal, gauss_next = states["python"]
+    random.setstate((version, tuple(internal), gauss_next))
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state(states["cuda"])
 
