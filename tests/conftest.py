@@ -6,6 +6,19 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config):
+    """Under pytest-xdist (the default run: two workers) the cores are shared among the workers, each
+    worker and the runs it starts using its share: two workers that each spun a thread per core would
+    fight over the cores instead of filling them."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        import torch
+
+        threads = max(1, len(os.sched_getaffinity(0)) // int(workers))
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The shared data sets ($BERT_EXP_DATA); tests that need them skip cleanly elsewhere."""

@@ -47,6 +47,7 @@ log = logging.getLogger("bert_exp.data")
 DROPPED_WARNING_FRACTION = 0.5  # BERT's own pair truncation drops some 15 % anywhere
 # a sentence this many times longer than an instance (an instance keeps under a quarter of it) is named
 CUT_WARNING_FACTOR = 4
+CUT_WARNING_FILES = 3  # the files with the longest such sentences; the rest in one line (a screen stays a screen)
 
 # pre-training objectives (the `objective` config group), RoBERTa's four input formats and ours, token_blocks
 OBJECTIVES = ("mlm_nsp", "mlm", "mlm_sop", "clm", "electra")
@@ -414,13 +415,17 @@ def warn_about_losses(report: dict, max_seq_length: int) -> None:
     """Names the files of which instances keep little: sentences far longer than an instance (text
     without sentence punctuation?), and files that lose most of their tokens to truncation."""
     limit = max_seq_length - 3
-    for path, f in report["truncated_files"].items():
-        if f["longest_sentence"] > CUT_WARNING_FACTOR * limit:
-            log.warning(
-                "%s: %d sentence(s) longer than an instance (%d tokens: data.instances.max_seq_length - 3); the "
-                "longest, %d tokens, keeps only its first %d. Text without sentence punctuation? (see "
-                "data.instances.line_is_sentence, data.nsp=false)", path, f["long_sentences"], limit,
-                f["longest_sentence"], limit)
+    cut = sorted(((path, f) for path, f in report["truncated_files"].items()
+                  if f["longest_sentence"] > CUT_WARNING_FACTOR * limit), key=lambda pf: -pf[1]["longest_sentence"])
+    for path, f in cut[:CUT_WARNING_FILES]:
+        log.warning(
+            "%s: %d sentence(s) longer than an instance (%d tokens: data.instances.max_seq_length - 3); the "
+            "longest, %d tokens, keeps only its first %d. Text without sentence punctuation? (see "
+            "data.instances.line_is_sentence, data.nsp=false)", path, f["long_sentences"], limit,
+            f["longest_sentence"], limit)
+    if len(cut) > CUT_WARNING_FILES:
+        log.warning("... and %d more file(s) with a sentence over %d tokens (run.json data_report.truncated_files)",
+                    len(cut) - CUT_WARNING_FILES, CUT_WARNING_FACTOR * limit)
     long_files = [p for p, f in report["truncated_files"].items() if f["long_sentences"]]
     if long_files:
         log.info("%d sentence(s) in %d file(s) are longer than an instance (%d tokens): their tails are dropped "

@@ -172,7 +172,9 @@ def cpu_bf16_speedup(cache_dir: str | os.PathLike | None = None) -> float:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         known[key] = round(speedup, 3)
-        path.write_text(json.dumps(known, indent=1))
+        partial = path.with_name(f".{path.name}.{os.getpid()}")  # whole or absent for a concurrent reader
+        partial.write_text(json.dumps(known, indent=1))
+        os.replace(partial, path)
     return speedup
 
 

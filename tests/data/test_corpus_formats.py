@@ -247,7 +247,7 @@ def test_presets_compose_and_name_existing_files(name, folders, boundaries, data
 
     cfg = compose_config(["+experiment=pretrain_tiny", f"data={name}"], run_dir=tmp_path)
     validate_config(cfg)
-    assert cfg.data.instances.max_seq_length == 128 and cfg.data.tokenizer.vocab_size == 8192  # the rest is corpus.yaml's
+    assert cfg.data.instances.max_seq_length == 64 and cfg.data.tokenizer.vocab_size == 2048  # the rest is corpus.yaml's
     dm = instantiate(cfg.data)
     files = dm.files
     assert {p.parent.name for p in files} == set(folders) and all(p.is_file() for p in files)

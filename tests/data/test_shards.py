@@ -55,10 +55,11 @@ def test_a_missing_or_damaged_chunk_is_one_line_naming_it(data_dir, tmp_path):
     (train / "index.json").write_text("{not json")
     with pytest.raises(UserError, match=rf"{train / 'index.json'}: not a litdata index"):
         check_chunks(location)
-    # through the command line: one line, exit code 2
+    # through the command line (the settings above, so the same prepared data): one line, exit code 2
     run_dir = tmp_path / "run"
     result = run_cli(["+experiment=pretrain_tiny", "data.files=[${paths.data_dir}/corpus/inaugural/*.txt]",
-                      "data.tokenizer.vocab_size=2000", "data.instances.val_fraction=0.1", "trainer.max_steps=1",
+                      "data.tokenizer.vocab_size=2000", "data.instances.val_fraction=0.1",
+                      "data.instances.max_seq_length=128", "trainer.max_steps=1",
                       "data.prepare.evaluation_sets=null", f"hydra.run.dir={run_dir}"],
                      env={"BERT_EXP_CACHE": str(tmp_path / "cache"), "BERT_EXP_DATA": str(data_dir)})
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]

@@ -32,19 +32,21 @@ def test_pretrain_tiny_learns(first_run):
     assert info["status"] == "finished" and info["global_step"] == 200
     metrics = info["metrics"]
     for key in ("train/loss", "train/mlm_loss", "train/nsp_loss", "lr", "train/tokens_per_sec",
-                "val/mlm_loss", "val/mlm_acc", "val/mlm_ppl", "val/nsp_acc",
-                "val/mlm_loss_by_position/0-63", "val/mlm_loss_by_position/64-127"):  # instances of 128
+                "val/mlm_loss", "val/mlm_acc", "val/mlm_ppl", "val/nsp_acc"):
         assert key in metrics, key
+    assert not any(k.startswith("val/mlm_loss_by_position/") for k in metrics)  # instances of 64: one range
     with open(run_dir / "logs" / "metrics.csv") as f:
         val_losses = [float(r["val/mlm_loss"]) for r in csv.DictReader(f) if r.get("val/mlm_loss")]
     assert len(val_losses) == 2
     vocab_size = len((run_dir / "vocab.txt").read_text().split("\n")) - 1
-    assert vocab_size == 8192
-    assert val_losses[-1] < val_losses[0] and val_losses[-1] < math.log(vocab_size) - 2.0
+    assert vocab_size == 2048
+    # 200 of the preset's 2000 steps: well off a uniform guess (ln 2048 = 7.62), not yet past the unigram
+    # level (6.29 for this corpus and vocabulary, in the data report)
+    assert val_losses[-1] < val_losses[0] and val_losses[-1] < math.log(vocab_size) - 0.8
     assert metrics["val/mlm_ppl"] == pytest.approx(math.exp(metrics["val/mlm_loss"]), rel=1e-4)
     assert metrics["val/mlm_acc"] > 0.05
     assert info["throughput"]["tokens_per_sec"] > 0
-    assert info["num_parameters"] > 1e6 and info["config"]["experiment_name"] == "pretrain_tiny"
+    assert info["num_parameters"] > 5e5 and info["config"]["experiment_name"] == "pretrain_tiny"
     parts = info["parameters"]  # by part, counted once each
     assert parts["total"] == info["num_parameters"] == parts["embeddings"] + parts["encoder"] + parts["heads"]
     assert len(info["data_checksums"]) == 136 and all(len(v) == 64 for v in info["data_checksums"].values())
@@ -79,7 +81,7 @@ def test_run_directory_holds_everything(first_run):
     assert {"train/loss", "val/mlm_loss", "lr"} <= wandb_run["history_keys"]
     assert wandb_run["summary"]["status"] == '"finished"' and "run.json" in wandb_run["files"]
     ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-    assert ckpt["bert_config"]["hidden_size"] == 128 and len(ckpt["vocab"]) == 8192
+    assert ckpt["bert_config"]["hidden_size"] == 128 and len(ckpt["vocab"]) == 2048
     assert "model.bert.embeddings.word_embeddings.weight" in ckpt["state_dict"]
 
 
@@ -116,7 +118,7 @@ def test_pretraining_run_exports_and_starts_a_fine_tuning(first_run, tmp_path):
     assert export_main([str(run_dir), str(tmp_path / "hf")]) == 0
     theirs, info = transformers.BertForPreTraining.from_pretrained(tmp_path / "hf", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
-    assert theirs.config.vocab_size == 8192
+    assert theirs.config.vocab_size == 2048
 
     cola_dir = tmp_path / "cola"
     result = run_cli(["+experiment=cola_tiny", f"task.init_from={run_dir}", "trainer.max_steps=5",

@@ -138,6 +138,7 @@ def test_a_ddp_run_terminated_and_resumed_equals_an_uninterrupted_one(env, tmp_p
 SHORT = [o for o in OVERRIDES if not o.startswith(("trainer.max_steps", "trainer.val_check_interval",
                                                    "callbacks.last_checkpoint", "data.files"))]
 SHORT += ["data.files=['${paths.data_dir}/corpus/inaugural/19[0-4]*.txt']",  # epochs of a few steps
+          "data.instances.max_seq_length=128",  # (with instances of 128: twice as many steps at 64)
           "trainer.val_check_interval=4", "callbacks.last_checkpoint.every_n_train_steps=4",
           "+trainer.num_sanity_val_steps=0", "trainer.limit_val_batches=1"]
 

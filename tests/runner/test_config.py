@@ -87,7 +87,7 @@ def test_mistakes_name_the_key(override, message):
 def test_cli_prints_the_resolved_config_and_rejects_mistakes_before_work(tmp_path):
     result = run_cli(["+experiment=pretrain_tiny", "--cfg", "job"])
     assert result.returncode == 0, result.stderr
-    assert "experiment_name: pretrain_tiny" in result.stdout and "vocab_size: 8192" in result.stdout
+    assert "experiment_name: pretrain_tiny" in result.stdout and "vocab_size: 2048" in result.stdout
     assert "${" not in result.stdout
 
     result = run_cli(["+experiment=pretrain_tiny", "trainer.max_stepz=3"])
