@@ -1,0 +1,35 @@
+"""SQuAD v1.1 end to end through the CLI on CPU: a small slice from the real all-MiniLM-L6-v2 checkpoint
+beats chance."""
+
+import json
+
+import pytest
+
+from helpers import run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def env(data_dir, cache_dir):
+    return {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(cache_dir)}
+
+
+def test_squad_slice_beats_chance(env, tmp_path):
+    run_dir = tmp_path / "squad"
+    result = run_cli(["+experiment=squad_v1_minilm_local", "+data.limit_train_examples=1200",
+                      "+data.limit_val_examples=150", "data.max_seq_length=160", "data.doc_stride=64",
+                      "global_batch_size=16", "trainer.max_steps=120", "trainer.val_check_interval=120",
+                      "trainer.check_val_every_n_epoch=null", "optim.optimizer.lr=1e-4",
+                      "optim.scheduler.warmup_ratio=0.0", "precision=auto", "logger=csv",
+                      f"hydra.run.dir={run_dir}"], env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((run_dir / "run.json").read_text())["metrics"]
+    predictions = json.loads((run_dir / "predictions.json").read_text())
+    assert len(predictions) == 150
+    # after only 5 steps this set-up scores F1 10.7 / EM 0. After 120 steps, measured here (seed 42, the
+    # default): F1 12.2 / EM 8.0; seed 43 gave 12.1 / 8.0, and before the
+    # CPU dropout change 17.9 / 12.0 (seed 42) and 9.3 / 4.7 (seed 43): 150 questions make a noisy score.
+    # Re-measured 2026-11-25 (seed 42, fused query/key/value): F1 17.0 / EM 10.7 in 69 s; windows of 128
+    # took 56 s but scored 13.0 / 8.0, too near the bar, so the windows stay at 160.
+    assert metrics["val/exact_match"] > 5 and metrics["val/f1"] > 11, metrics
