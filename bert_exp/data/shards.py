@@ -32,6 +32,7 @@ reads ``val/`` by index (:class:`PreparedInstances`), so each example is seen ex
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -416,29 +417,35 @@ def prepare(location: Location, files: list[Path], tokenizer_json: str, vocab_si
     log.info("preparing %d group(s) of %d input file(s)%s with %d worker process(es) into %s", len(share), len(files),
              f" (node {node_rank} of {num_nodes})" if num_nodes > 1 else "", workers, location)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="bert_exp-prepare-") as scratch:
-        build = output
-        if not output.remote:  # built beside its place, renamed into it when complete
-            build = Location(_build_directory(Path(output.url)))
-        try:
-            overlap = options.overlap()
-            _run_optimize(_Job(groups, share, tokenizer_json, settings, build.url, scratch, workers,
-                               parse_bytes(options.chunk_bytes), _token_dtype(vocab_size), overlap))
-            report = GroupReport()
-            for split in SPLITS:
-                for part in _read_reports(scratch, split):
-                    report.add(part)
-            if num_nodes > 1:
-                build.write_text("report.json", json.dumps({**report.as_dict(), "groups": len(share)}))
-                record = None
-            else:
-                record = _finish(build, files, report, time.perf_counter() - started, settings, meta, overlap)
-            if not build.remote:
-                _rename_into_place(Path(build.url), Path(output.url))
-        finally:
-            if not build.remote and Path(build.url).exists():
-                shutil.rmtree(build.url, ignore_errors=True)
-    return record if num_nodes == 1 else None
+    with tempfile.TemporaryDirectory(prefix="bert_exp-prepare-") as scratch, _built_in_place(output) as build:
+        overlap = options.overlap()
+        _run_optimize(_Job(groups, share, tokenizer_json, settings, build.url, scratch, workers,
+                           parse_bytes(options.chunk_bytes), _token_dtype(vocab_size), overlap))
+        report = GroupReport()
+        for split in SPLITS:
+            for part in _read_reports(scratch, split):
+                report.add(part)
+        if num_nodes > 1:
+            build.write_text("report.json", json.dumps({**report.as_dict(), "groups": len(share)}))
+            return None
+        return _finish(build, files, report, time.perf_counter() - started, settings, meta, overlap)
+
+
+@contextlib.contextmanager
+def _built_in_place(final: Location):
+    """Yields where to build ``final``: a local one is built in a directory beside it and renamed into it
+    when the block ends without an error (a killed build leaves nothing read as complete), and removed
+    otherwise; a remote one is written in place (meta.json, written last, marks it complete)."""
+    if final.remote:
+        yield final
+        return
+    build = Location(_build_directory(Path(final.url)))
+    try:
+        yield build
+        _rename_into_place(Path(build.url), Path(final.url))
+    finally:
+        if Path(build.url).exists():
+            shutil.rmtree(build.url, ignore_errors=True)
 
 
 def _finish(location: Location, files: list[Path], report: GroupReport, seconds: float, settings: InstanceSettings,
@@ -508,21 +515,13 @@ def finish_parts(location: Location, files: list[Path], num_nodes: int, settings
         report.add(GroupReport.from_dict(data))
         if data.get("groups"):
             parts.append(part)
-    build = location
-    if not location.remote:
-        build = Location(_build_directory(Path(location.url)))
-    try:
+    with _built_in_place(location) as build:
         for split in SPLITS:
             if len(parts) == 1:  # one node had every group: its part is the dataset
                 parts[0].child(split).copy_to(build.child(split))
             else:
                 litdata.merge_datasets([part.join(split) for part in parts], build.join(split))
         record = _finish(build, files, report, time.perf_counter() - started, settings, meta, overlap)
-        if not build.remote:
-            _rename_into_place(Path(build.url), Path(location.url))
-    finally:
-        if not build.remote and Path(build.url).exists():
-            shutil.rmtree(build.url, ignore_errors=True)
     Location(f"{location.url}.parts").remove()
     return record
 
