@@ -40,15 +40,9 @@ def _cell(value) -> str:
     return str(value)
 
 
-def varying_overrides(runs: list[dict]) -> list[str]:
-    """Each run's overrides that not every run shares (hydra.* left out)."""
-    overrides = [[o for o in run.get("overrides", []) if not o.startswith("hydra.")] for run in runs]
-    shared = set.intersection(*(set(o) for o in overrides)) if overrides else set()
-    return [" ".join(o for o in job if o not in shared) for job in overrides]
-
-
 def runs_table(run_dirs: list[Path], columns: list[str] | None = None) -> str:
-    from .report import read_info  # the report's reader: one error naming a damaged run.json
+    from .report import _job_labels, read_info  # the report's reader (one error naming a damaged run.json)
+    # and its label of a job: the overrides not every run shares
 
     columns = list(columns or [])
     infos = []
@@ -61,7 +55,7 @@ def runs_table(run_dirs: list[Path], columns: list[str] | None = None) -> str:
         monitors = [info.get("monitor") for info in infos if info.get("monitor")]
         columns = [*DEFAULT_COLUMNS, *dict.fromkeys(monitors)]
     lines = ["| run | overrides | " + " | ".join(columns) + " |", "|---|---|" + "---:|" * len(columns)]
-    for run_dir, info, label in zip(run_dirs, infos, varying_overrides(infos)):
+    for run_dir, info, label in zip(run_dirs, infos, _job_labels(infos)):
         cells = [_cell(value_at(info, c)) for c in columns]
         lines.append(f"| {Path(run_dir).name} | {('`' + label + '`') if label else ''} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
