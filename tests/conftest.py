@@ -38,3 +38,21 @@ def cache_dir(tmp_path_factory) -> Path:
 def _offline_wandb(monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
+@pytest.fixture
+def s3_server(monkeypatch):
+    """A local S3-compatible server (moto), on 127.0.0.1, with a bucket; the environment points boto3 at it
+    (AWS_ENDPOINT_URL), as it would at any S3-compatible store."""
+    moto_server = pytest.importorskip("moto.server")
+    import boto3
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for name, value in {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test",
+                        "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)
+    boto3.client("s3").create_bucket(Bucket="corpora")
+    yield "s3://corpora/prepared"
+    server.stop()
+
+

@@ -130,7 +130,7 @@ class VocabularyDataModule(L.LightningDataModule):
     def data_checksums(self) -> dict[str, str]:
         """sha256 of every input file (recorded in run.json)."""
         if getattr(self, "_checksums", None) is None:
-            self._checksums = files_sha256(self.input_files())
+            self._checksums = files_sha256(self.input_files(), getattr(self, "checksum_memo", None))
         return self._checksums
 
     # -- sharding and resuming -------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Pre-training instances from corpus text, one group of input files at a time.
 
-A group is one or more whole input files (:mod:`bert_exp.data.shards` deals the corpus into groups and
+A group is one or more whole input files (:mod:`bert_exp.data.preparation` deals the corpus into groups and
 prepares them in worker processes). For each group :func:`cut_group` reads the documents, holds out
 validation documents, tokenizes them into one flat token array and cuts the objective's instances
 (:mod:`bert_exp.data.instances`: BERT's pairs, RoBERTa's packings, ALBERT's sentence order), whose

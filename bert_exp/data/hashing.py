@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 
@@ -15,8 +16,30 @@ def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def files_sha256(paths: list[Path]) -> dict[str, str]:
-    return {str(p): file_sha256(p) for p in paths}
+def files_sha256(paths: list[Path], memo_dir: Path | None = None) -> dict[str, str]:
+    """Each file's sha256; with ``memo_dir`` (a cache directory), each file is read once per version
+    (its resolved path, size and mtime), not on every launch."""
+    return {str(p): (remembered_sha256(Path(p), Path(memo_dir)) if memo_dir else file_sha256(p)) for p in paths}
+
+
+def remembered_sha256(path: Path, memo_dir: Path) -> str:
+    """``file_sha256``, remembered under ``memo_dir/file_sha256`` for this version of the file."""
+    stat = path.stat()
+    resolved = str(path.resolve())
+    version = [resolved, stat.st_size, stat.st_mtime_ns]
+    memo = memo_dir / "file_sha256" / f"{hashlib.sha256(resolved.encode()).hexdigest()[:32]}.json"
+    try:
+        saved = json.loads(memo.read_text())
+        if saved["version"] == version:
+            return saved["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    digest = file_sha256(path)
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    partial = memo.with_name(f".{memo.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps({"version": version, "sha256": digest}))
+    os.replace(partial, memo)
+    return digest
 
 
 def config_key(*parts) -> str:

@@ -22,19 +22,11 @@ from .hashing import config_key, files_sha256
 from .loading import LoaderSettings
 from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
 from .sampling import process_group
-from .shards import (
-    FORMAT,
-    Location,
-    PreparedInstances,
-    PrepareSettings,
-    check_chunks,
-    finish_parts,
-    fingerprint,
-    prepare,
-    read_meta,
-    StreamedInstances,
-)
-from .text import CorpusError, detect_format, expand_inputs, iter_text_chunks
+from .integrity import check_chunks, read_meta, verify_checksums
+from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare, text_weight
+from .shards import PreparedInstances, StreamedInstances
+from .storage import Location
+from .text import CorpusError, corpus_text_bytes, detect_format, expand_inputs, iter_text_chunks, sample_text_chunks
 from .tokenizer import (
     KINDS,
     VocabularyError,
@@ -63,6 +55,9 @@ class TokenizerSpec:
     limit_alphabet: int = 1000  # wordpiece only
     lowercase: bool | None = None  # None: wordpiece lower-cases (BERT uncased), byte_bpe does not (RoBERTa)
     strip_accents: bool | None = None  # wordpiece only; None: strip when lower-casing, as BERT's uncased models do
+    # a corpus of more text than this trains the vocabulary on a sample of this size, drawn from every
+    # file (bert_exp.data.text.sample_text_chunks); null: always the whole corpus
+    sample_bytes: int | str | None = "1GB"
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -71,12 +66,22 @@ class TokenizerSpec:
             raise VocabularyError("data.tokenizer.strip_accents=true: WordPiece only (byte_bpe keeps every character)")
         if self.lowercase is None:
             self.lowercase = self.kind == "wordpiece"
+        if self.sample_bytes is not None:
+            from .preparation import parse_bytes
+
+            try:
+                if parse_bytes(self.sample_bytes) <= 0:
+                    raise ValueError
+            except ValueError:
+                raise VocabularyError(f"data.tokenizer.sample_bytes={self.sample_bytes!r}: a size such as 1GB, "
+                                      "or null for the whole corpus") from None
 
     @property
     def cache_fields(self) -> dict:
         """What keys the trained vocabulary's cache: every field (a WordPiece leaves ``kind`` out, the key
         of the vocabularies trained before there were kinds)."""
         fields = dict(self.__dict__)
+        del fields["sample_bytes"]  # in the key only where a sample is drawn (PretrainingDataModule.tokenizer_dir)
         if self.kind == "wordpiece":
             del fields["kind"]
             fields["training"] = "pinned_ids"  # deterministic since; earlier vocabularies are not reused
@@ -126,7 +131,7 @@ class PretrainingDataModule(VocabularyDataModule):
         """``instances``: what the prepared instances are (their ``nsp`` and ``layout`` follow from
         ``objective``, ``packing`` and ``nsp``, whatever they hold); ``order_seed``: the training order
         and the dynamic masks (the run seed); ``prepare``: how and where the instances are prepared
-        (:mod:`bert_exp.data.shards`)."""
+        (:mod:`bert_exp.data.preparation`)."""
         super().__init__(tokenizer.vocab_file, tokenizer.lowercase, download, loader)
         loader.refuse_grouping("pre-training on a corpus")
         # the objective's instances (conf/objective): sentence pairs, or one of RoBERTa's packings
@@ -140,8 +145,10 @@ class PretrainingDataModule(VocabularyDataModule):
         self.masking = masking
         self.order_seed = order_seed
         self.prepare_settings = prepare
-        # a dataset in an object store is prepared by the run's first process, not once a node
-        self.prepare_data_per_node = prepare.across_nodes or not self.prepared_root.remote
+        self.checksum_memo = self.cache_dir  # the inputs are hashed once per file version (bert_exp.data.hashing)
+        # every node's first process prepares: all of it into the node's own directory, or its share of the
+        # groups where the nodes share the place (bert_exp.data.preparation)
+        self.prepare_data_per_node = True
         wanted = round(masking.masked_lm_prob * (instances.max_seq_length - 2))  # 76 at 512, as BERT base sets
         if self.objective != "clm" and wanted > masking.max_predictions_per_seq:
             log.warning("data.masking.max_predictions_per_seq=%d caps the masked share of a full sequence of %d "
@@ -208,14 +215,33 @@ class PretrainingDataModule(VocabularyDataModule):
     @property
     def tokenizer_dir(self) -> Path:
         """Where the vocabulary trained on this corpus is cached (tokenizer.json, and vocab.txt for WordPiece)."""
-        key = config_key(self.input_key, self.tokenizer_spec.cache_fields, self.settings.encoding_fallback)
+        sample = self.vocabulary_sample_bytes
+        extra = [{"sample_bytes": sample}] if sample else []  # a whole corpus keeps the key it always had
+        key = config_key(self.input_key, self.tokenizer_spec.cache_fields, self.settings.encoding_fallback, *extra)
         return self.cache_dir / "tokenizers" / key
+
+    @property
+    def vocabulary_sample_bytes(self) -> int | None:
+        """How much text the vocabulary is trained on, where the corpus is larger; None: all of it."""
+        limit = self.tokenizer_spec.sample_bytes
+        if limit is None:
+            return None
+        from .preparation import parse_bytes
+
+        limit = parse_bytes(limit)
+        return limit if corpus_text_bytes(self.files) > limit else None
 
     def _train_tokenizer(self, directory: Path) -> None:
         spec = self.tokenizer_spec
-        log.info("training a %s vocabulary of %d on %d files", spec.kind, spec.vocab_size, len(self.files))
+        sample = self.vocabulary_sample_bytes
+        log.info("training a %s vocabulary of %d on %d files%s", spec.kind, spec.vocab_size, len(self.files),
+                 f" (a sample of {sample / 2**20:.0f} MB of their {corpus_text_bytes(self.files) / 2**20:.0f} MB)"
+                 if sample else "")
         # the files' lines, decompressed and decoded as for the cache: a vocabulary depends on the words only
-        texts = functools.partial(iter_text_chunks, self.files, self.settings.encoding_fallback)
+        if sample:
+            texts = functools.partial(sample_text_chunks, self.files, sample, self.settings.encoding_fallback)
+        else:
+            texts = functools.partial(iter_text_chunks, self.files, self.settings.encoding_fallback)
         if spec.kind == "byte_bpe":
             tokenizer = train_byte_bpe(texts(), spec.vocab_size, spec.min_frequency, spec.lowercase)
         else:
@@ -237,7 +263,8 @@ class PretrainingDataModule(VocabularyDataModule):
         if kind != "wordpiece":
             vocab_hash = config_key(vocab_hash, kind, tokenizer_json(self.tokenizer))
         key = {"inputs": self.input_key, "vocabulary": vocab_hash, "instances": self.settings.__dict__,
-               "group_bytes": self.prepare_settings.group_bytes, "format": FORMAT}
+               "group_bytes": self.prepare_settings.group_bytes, "format": FORMAT,
+               "chunk_bytes": self.prepare_settings.chunk_size(self.prepared_root)}
         checked = [p for p in self.prepare_settings.evaluation_sets or [] if Path(p).is_file()]
         if checked:  # the report says what the corpus shares with these
             key["evaluation_sets"] = files_sha256([Path(p) for p in checked])
@@ -251,28 +278,41 @@ class PretrainingDataModule(VocabularyDataModule):
     def vocabulary_sha256(self) -> str:
         return hashlib.sha256(self.tokenizer.to_str().encode()).hexdigest()
 
-    def prepare_data(self) -> None:
-        """On one process a node (Lightning's contract), or the run's first for an object store: prepares
-        the instances unless they are (:mod:`bert_exp.data.shards`)."""
-        super().prepare_data()
-        node_rank, num_nodes = 0, 1
-        if self.prepare_settings.across_nodes and self.trainer is not None:
-            node_rank, num_nodes = self.trainer.node_rank, self.trainer.num_nodes
-        meta = {"inputs": self.data_checksums, "settings": self.settings.__dict__,
-                "group_bytes": self.prepare_settings.group_bytes, "vocabulary_sha256": self.vocabulary_sha256}
-        prepare(self.prepared_location, self.files, self.tokenizer.to_str(), self.vocab_size, self.settings,
-                self.prepare_settings, meta, node_rank, num_nodes)
+    def check_storage(self) -> None:
+        """Before any work (the vocabulary included): the place the prepared data goes can be used."""
+        self.prepared_root.check_reachable()
 
-    def _finish_across_nodes(self) -> None:
-        """With ``across_nodes``, the run's first process merges the nodes' parts; the others wait."""
+    def _meta_to_record(self) -> dict:
+        return {"inputs": self.data_checksums, "settings": self.settings.__dict__,
+                "group_bytes": self.prepare_settings.group_bytes, "vocabulary_sha256": self.vocabulary_sha256}
+
+    def _node(self) -> tuple[int, int]:
+        """(this node, the nodes) among which a shared place's preparation is dealt out."""
+        if self.trainer is None or not self.prepare_settings.shared(self.prepared_root):
+            return 0, 1
+        return self.trainer.node_rank, self.trainer.num_nodes
+
+    def prepare_data(self) -> None:
+        """On every node's first process (Lightning's contract): prepares the instances unless they are
+        (:mod:`bert_exp.data.preparation`): all of them into this node's directory, or this node's share
+        of the groups into a place the nodes share."""
+        super().prepare_data()
+        self.check_storage()
+        node_rank, num_nodes = self._node()
+        prepare(self.prepared_location, self.files, self.tokenizer.to_str(), self.vocab_size, self.settings,
+                self.prepare_settings, self._meta_to_record(), node_rank, num_nodes)
+
+    def _finish_shared(self) -> None:
+        """Where the nodes shared the preparation, the run's first process writes the indexes and meta.json
+        once every node has prepared its share (Lightning waits for every node's prepare_data); the
+        others wait for it."""
         trainer = self.trainer
-        if trainer is None or not self.prepare_settings.across_nodes or trainer.num_nodes == 1:
+        if trainer is None or self._node()[1] == 1:
             return
-        if trainer.is_global_zero:
-            meta = {"inputs": self.data_checksums, "settings": self.settings.__dict__,
-                    "group_bytes": self.prepare_settings.group_bytes, "vocabulary_sha256": self.vocabulary_sha256}
-            finish_parts(self.prepared_location, self.files, trainer.num_nodes, self.settings, meta,
-                         self.prepare_settings.overlap())
+        if trainer.is_global_zero and read_meta(self.prepared_location) is None:
+            groups = plan_groups(self.files, self.prepare_settings.group_bytes)
+            finish(self.prepared_location, self.files, len(groups), self.settings, self._meta_to_record(),
+                   self.prepare_settings.overlap())
         trainer.strategy.barrier("bert_exp_prepared")
 
     @property
@@ -287,14 +327,16 @@ class PretrainingDataModule(VocabularyDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         location = self.prepared_location
-        self._finish_across_nodes()
+        self._finish_shared()
         meta = read_meta(location)
-        if meta is None and (self.trainer is None or self.prepare_data_per_node or self.trainer.is_global_zero):
+        if meta is None and (self.trainer is None or self.trainer.world_size == 1):
             self.prepare_data()  # e.g. setup() without Lightning calling prepare_data()
             meta = read_meta(location)
         if meta is None:
             raise UserError(f"{location}: the prepared data is incomplete (its preparation did not finish)")
         check_chunks(location)
+        if self.trainer is None or self.trainer.local_rank == 0:  # one process a node reads the chunks
+            verify_checksums(location, meta, self.cache_dir)
         self.meta = meta
         self._check_ranks_agree(location)
         special = self.special_ids
@@ -304,7 +346,8 @@ class PretrainingDataModule(VocabularyDataModule):
         cache = str(self.cache_dir / "stream") if location.remote else None
         # by index, for a look at what was prepared (training streams train/: train_dataloader)
         self.datasets = {split: PreparedInstances(location.join(split), self.mask_seed,
-                                                  meta["splits"][split]["instances"], cache) for split in ("train", "val")}
+                                                  meta["splits"][split]["instances"], cache, self.vocab_size)
+                         for split in ("train", "val")}
         pad_to = self.settings.max_seq_length if self.loader.pad_to_max_length else None
         multiple = self.loader.pad_to_multiple_of
         if self.objective == "clm":  # every next token is predicted: nothing is masked
@@ -321,13 +364,14 @@ class PretrainingDataModule(VocabularyDataModule):
         )
 
     def _check_ranks_agree(self, location: Location) -> None:
-        """Before the first step: every rank's vocabulary and prepared data are rank 0's. A rank that
-        differs (another vocabulary, other inputs or settings, a stale node-local copy) stops the run
-        on every rank, with one line naming the ranks."""
+        """Before the first step: every rank's vocabulary and prepared data are rank 0's, by content (the
+        dataset's identity: inputs, vocabulary, settings, chunks and their checksums; not when or with how
+        many workers it was made). A rank that differs (another vocabulary, other inputs or settings, a
+        stale or damaged node-local copy) stops the run on every rank, with one line naming the ranks."""
         world, rank = process_group(self.trainer)
         if world == 1:
             return
-        digests = [self.vocabulary_sha256, fingerprint(location)]
+        digests = [self.vocabulary_sha256, self.meta["identity"]]
         mine = torch.tensor([int(d[:15], 16) for d in digests], dtype=torch.int64,
                             device=self.trainer.strategy.root_device)
         gathered = self.trainer.strategy.all_gather(mine).reshape(world, 2).cpu()
@@ -359,7 +403,8 @@ class PretrainingDataModule(VocabularyDataModule):
     def train_dataloader(self):
         dataset = StreamedInstances(self.prepared_location.join("train"), self.mask_seed, self.masking.static,
                                      shuffle_seed=self.order_seed,
-                                     cache_dir=str(self.cache_dir / "stream") if self.prepared_location.remote else None)
+                                     cache_dir=str(self.cache_dir / "stream") if self.prepared_location.remote else None,
+                                     vocab_size=self.vocab_size)
         loader = streaming_loader(dataset, self.batch_size, self.collator, self.loader.num_workers,
                                   self.loader.pin_memory)
         self._train_loader = loader
@@ -373,28 +418,41 @@ class PretrainingDataModule(VocabularyDataModule):
                                self.collator)
 
     def state_dict(self) -> dict:
-        """Saved in every checkpoint: the epoch of the stream (litdata counts from 1) and the batches of
-        it this rank has trained on; a resumed run skips exactly those."""
+        """Saved in every checkpoint: the epoch of the stream (litdata counts from 1), the batches of it
+        this rank has trained on, and what a resume needs to find the same place: the prepared data's
+        identity and the number of processes and loader workers its chunks were shared out among."""
         loader = getattr(self, "_train_loader", None)
         if loader is None or self.trainer is None:
             return {}
         done = self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
         world, _ = process_group(self.trainer)
         return {"epoch": loader.current_epoch, "batches_done": done, "stream": True, "world_size": world,
-                "num_workers": loader.num_workers}
+                "num_workers": loader.num_workers, "prepared_identity": (self.meta or {}).get("identity")}
 
     def load_state_dict(self, state: dict) -> None:
+        """A resume continues exactly where the checkpoint stands, or stops with one line: on other
+        prepared data, or part-way into an epoch with another number of processes or loader workers (the
+        stream deals its chunks out by both, so the rest of the epoch would repeat or skip instances)."""
         if state and not state.get("stream"):
             raise UserError("the checkpoint holds a position in the corpus cache of an earlier version of "
                             "bert_exp, which streams prepared data now: resume it with that version, or start "
                             "from its weights (task.init_from=...)")
         self._resume_state = {k: state[k] for k in ("epoch", "batches_done")} if state else None
-        if state and self.trainer is not None and (state.get("world_size"), state.get("num_workers")) != \
-                (process_group(self.trainer)[0], self.loader.num_workers):
-            log.warning("resumed with %s processes and %s loader workers where the checkpoint had %s and %s: the "
-                        "stream shares its chunks out by both, so the rest of this epoch repeats or skips some "
-                        "instances (the next epochs are whole)", process_group(self.trainer)[0],
-                        self.loader.num_workers, state.get("world_size"), state.get("num_workers"))
+        if not state or self.trainer is None:
+            return
+        recorded, current = state.get("prepared_identity"), (self.meta or {}).get("identity")
+        if recorded and current and recorded != current:
+            raise UserError(f"the checkpoint was trained on other prepared data (identity {recorded[:12]}) than "
+                            f"{self.prepared_location} ({current[:12]}): resume with the inputs and data settings "
+                            "it was trained with, or start from its weights (task.init_from=...)")
+        world = process_group(self.trainer)[0]
+        layout, saved = (world, self.loader.num_workers), (state.get("world_size"), state.get("num_workers"))
+        if state.get("batches_done") and layout != saved:
+            raise UserError(f"the checkpoint stopped {state['batches_done']} batches into an epoch with {saved[0]} "
+                            f"process(es) and data.loader.num_workers={saved[1]}; this run has {layout[0]} and "
+                            f"{layout[1]}: the stream deals its chunks out by both, so the rest of the epoch would "
+                            "repeat or skip instances. Resume with the checkpoint's number of processes "
+                            "(trainer.num_nodes x trainer.devices) and loader workers.")
 
 
 class StreamingLoader(StreamingDataLoader):

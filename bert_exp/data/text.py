@@ -422,3 +422,65 @@ def iter_text_chunks(files: list[Path], encoding_fallback: str | None = "latin-1
                 lines, size = [], 0
         if lines:
             yield "\n".join(lines)
+
+
+SAMPLE_WINDOW_BYTES = 1 << 16  # a plain file is sampled in windows of about this much text
+
+
+def corpus_text_bytes(files: list[Path]) -> int:
+    """About how much text the files hold (a compressed file counts four times its size, as for groups)."""
+    return sum(os.path.getsize(p) * (1 if detect_format(Path(p)) == "plain" else 4) for p in files)
+
+
+def sample_text_chunks(files: list[Path], sample_bytes: int, encoding_fallback: str | None = "latin-1"
+                       ) -> Iterator[str]:
+    """About ``sample_bytes`` of the files' text, each file giving its share (its size over the corpus's),
+    as strings of whole lines; the same on every machine. A plain file's share is read in windows spread
+    evenly through it (seeks, nothing else is read); a compressed file's share is its beginning (a
+    compressed stream cannot be entered in the middle). What a vocabulary is trained on when the corpus
+    is larger than ``data.tokenizer.sample_bytes``."""
+    total = corpus_text_bytes(files)
+    for path in files:
+        path = Path(path)
+        fmt = detect_format(path)
+        size = os.path.getsize(path)
+        share = int(sample_bytes * size * (1 if fmt == "plain" else 4) / total)
+        if share <= 0:
+            continue
+        if fmt != "plain":
+            yield from _head_chunks(path, share, encoding_fallback)
+            continue
+        windows = max(1, -(-share // SAMPLE_WINDOW_BYTES))
+        width = share // windows
+        with open(path, "rb") as f:
+            for k in range(windows):
+                offset = (size - width) * k // max(windows - 1, 1) if windows > 1 else 0
+                f.seek(offset)
+                block = f.read(width)
+                if offset > 0:  # from the first whole line
+                    block = block.partition(b"\n")[2]
+                if len(block) == width and b"\n" in block:  # to the last whole line
+                    block = block[: block.rindex(b"\n")]
+                text = block.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+                if _ESCAPED.search(text):
+                    if encoding_fallback is None:
+                        raise CorpusError(f"{path}: not valid UTF-8 (near byte {offset}) and "
+                                          "data.instances.encoding_fallback is null")
+                    text, _ = _decode_escaped(text, encoding_fallback)
+                yield text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _head_chunks(path: Path, share: int, encoding_fallback: str | None, chunk_chars: int = 1 << 20) -> Iterator[str]:
+    lines: list[str] = []
+    size = taken = 0
+    for line in iter_lines(path, encoding_fallback):
+        lines.append(line)
+        size += len(line) + 1
+        if size >= chunk_chars:
+            yield "\n".join(lines)
+            taken += size
+            lines, size = [], 0
+        if taken + size >= share:
+            break
+    if lines:
+        yield "\n".join(lines)

@@ -15,17 +15,16 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import time
 from pathlib import Path
 
 from ..errors import UserError
 from ..records import write_json
+from ..waiting import wait_for
 from .ranks import is_global_rank_zero
 
 log = logging.getLogger(__name__)
 
 SHARED = Path(".shared") / "data.json"
-POLL_SECONDS = 0.5
 
 
 def clear_handoff(run_dir: Path) -> None:
@@ -40,15 +39,10 @@ def share_data_state(datamodule, run_dir: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, datamodule.shared_state())
         return
-    log.info("waiting for the run's first process to prepare the vocabulary and hash the inputs (%s)", path)
-    started = time.monotonic()
-    next_note = started + 60
-    while not path.exists():
-        _stop_if_first_failed(Path(run_dir))
-        if time.monotonic() > next_note:
-            log.info("still waiting for %s (%.0f s)", path, time.monotonic() - started)
-            next_note += 60
-        time.sleep(POLL_SECONDS)
+    settings = getattr(datamodule, "prepare_settings", None)
+    minutes = settings.wait_minutes if settings is not None else 120
+    wait_for(path.exists, f"the run's first process to train the vocabulary and hash the inputs ({path})",
+             minutes * 60, check=lambda: _stop_if_first_failed(Path(run_dir)))
     datamodule.use_shared_state(json.loads(path.read_text(encoding="utf-8")))
 
 

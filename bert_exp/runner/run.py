@@ -222,6 +222,8 @@ def build_data(cfg: DictConfig, placement, init=None):
     loader = instantiate(cfg.data.loader, batch_size=placement.device_batch_size)
     datamodule = instantiate(cfg.data, loader=loader)
     fetch_inputs(datamodule)
+    if hasattr(datamodule, "check_storage"):  # an unusable bucket or directory before the vocabulary is trained
+        datamodule.check_storage()
     if init is not None and init.vocab:
         datamodule.use_vocabulary(init.vocab, init.lowercase, init.tokenizer)
     elif placement.world_size > 1 and hasattr(datamodule, "shared_state"):

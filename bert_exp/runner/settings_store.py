@@ -16,7 +16,7 @@ from omegaconf import MISSING
 from ..data.corpus import InstanceSettings
 from ..data.loading import LoaderSettings
 from ..data.masking import MaskingSettings
-from ..data.shards import PrepareSettings
+from ..data.preparation import PrepareSettings
 from ..tasks.optim import OptimSettings
 
 # name in the `settings` group -> (dataclass, fields left out of the config)

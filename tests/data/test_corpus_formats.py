@@ -16,7 +16,8 @@ from bert_exp.data import PretrainingDataModule, TokenizerSpec
 from bert_exp.data import pretraining as pretraining_module
 from bert_exp.datasets.catalog import load_catalog
 from bert_exp.data.corpus import InstanceSettings
-from bert_exp.data.shards import Location, PrepareSettings, prepare
+from bert_exp.data.preparation import PrepareSettings, prepare
+from bert_exp.data.storage import Location
 from bert_exp.data.text import (
     CorpusError,
     ReadReport,

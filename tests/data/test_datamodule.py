@@ -10,7 +10,7 @@ import torch
 
 from bert_exp.data import InstanceSettings, LoaderSettings, MaskingSettings, PretrainingDataModule, TokenizerSpec
 from bert_exp.data.masking import IGNORE_INDEX
-from bert_exp.data.shards import PrepareSettings
+from bert_exp.data.preparation import PrepareSettings
 from helpers import REPO
 
 
@@ -127,7 +127,8 @@ def test_preparation_memory_does_not_grow_with_the_corpus(data_dir, tmp_path):
 import json, resource, sys
 from pathlib import Path
 from bert_exp.data.corpus import InstanceSettings
-from bert_exp.data.shards import Location, PrepareSettings, prepare
+from bert_exp.data.preparation import PrepareSettings, prepare
+from bert_exp.data.storage import Location
 from bert_exp.data.tokenizer import load_vocab_file
 from bert_exp.resources import minilm_dir
 tokenizer = load_vocab_file(minilm_dir() / "vocab.txt")

@@ -16,7 +16,9 @@ import pytest
 import torch
 
 from bert_exp.data import InstanceSettings, LoaderSettings, PretrainingDataModule, TokenizerSpec
-from bert_exp.data.shards import Location, PreparedDataError, PrepareSettings, check_chunks, plan_groups
+from bert_exp.data.integrity import check_chunks
+from bert_exp.data.preparation import PrepareSettings, plan_groups
+from bert_exp.data.storage import Location, PreparedDataError
 from bert_exp.errors import UserError
 from helpers import REPO, run_cli
 
@@ -69,7 +71,7 @@ def test_a_missing_or_damaged_chunk_is_one_line_naming_it(data_dir, tmp_path):
 PREPARE = """
 import sys
 from bert_exp.data import InstanceSettings, PretrainingDataModule, TokenizerSpec
-from bert_exp.data.shards import PrepareSettings
+from bert_exp.data.preparation import PrepareSettings
 dm = PretrainingDataModule(files=sys.argv[2:], tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=sys.argv[1],
                            instances=InstanceSettings(doc_boundary="blank_line"),
                            prepare=PrepareSettings(num_workers=1, group_bytes="4MB"))
@@ -78,23 +80,48 @@ print(dm.prepared_location)
 """
 
 
-def test_a_preparation_killed_half_way_is_not_complete_and_the_next_finishes_it(data_dir, tmp_path):
-    cache = tmp_path / "cache"
+def marked_processes(mark: str) -> list[int]:
+    """The live processes whose environment holds ``mark`` (whatever became of their parent)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if mark.encode() in (entry / "environ").read_bytes():
+                    status = (entry / "status").read_text()
+                    if "\nState:\tZ" not in status:  # a zombie is gone, only not yet reaped
+                        found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_preparation_killed_half_way_leaves_nothing_and_the_next_finishes_it(data_dir, tmp_path):
+    """SIGKILL to the launching process alone (as the OOM killer or a scheduler sends it): its worker
+    processes end with it, and remove the half-built dataset and their scratch directories."""
+    cache, tmp = tmp_path / "cache", tmp_path / "tmp"
+    tmp.mkdir()
     files = [str(data_dir / "corpus" / "imdb" / "part00.txt.xz")]  # about 6 MB of text: two groups
-    started = subprocess.Popen([sys.executable, "-c", PREPARE, str(cache), *files], cwd=REPO, start_new_session=True,
+    mark = f"bert_exp_test_{os.getpid()}_{time.time_ns()}"
+    env = {**os.environ, "TMPDIR": str(tmp), "BERT_EXP_TEST_MARK": mark}
+    started = subprocess.Popen([sys.executable, "-c", PREPARE, str(cache), *files], cwd=REPO, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
-    while time.time() < deadline:  # until the validation pass is written and the training pass under way
-        if any(cache.glob("prepared/.*/val/index.json")):
+    while time.time() < deadline:  # until a group is written and the others under way
+        if any(cache.glob("prepared/.*/groups/val-*.json")):
             break
         assert started.poll() is None, started.stderr.read()[-3000:]
         time.sleep(0.1)
     else:
         pytest.fail("the preparation never got half-way")
-    os.killpg(started.pid, signal.SIGKILL)
+    assert len(marked_processes(mark)) >= 2  # the launcher and its worker(s)
+    started.kill()
     started.wait()
+    deadline = time.time() + 30
+    while (marked_processes(mark) or list((cache / "prepared").iterdir())) and time.time() < deadline:
+        time.sleep(0.2)
+    assert marked_processes(mark) == []  # no worker left running
     prepared = cache / "prepared"
-    assert [p.name for p in prepared.iterdir() if not p.name.startswith(".")] == []  # nothing a run would read
+    assert list(prepared.iterdir()) == [] and list(tmp.iterdir()) == []  # no temporary directory left
     again = subprocess.run([sys.executable, "-c", PREPARE, str(cache), *files], cwd=REPO, capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -102,32 +129,14 @@ def test_a_preparation_killed_half_way_is_not_complete_and_the_next_finishes_it(
     meta = json.loads((location / "meta.json").read_text())
     assert meta["splits"]["train"]["instances"] > 10_000
     check_chunks(Location(str(location)))
-    assert [p.name for p in prepared.iterdir()] == [location.name]  # the killed one's leftovers are gone
-
-
-@pytest.fixture
-def s3_server(monkeypatch):
-    """A local S3-compatible server (moto), on 127.0.0.1, with a bucket; the environment points boto3 at it
-    (AWS_ENDPOINT_URL), as it would at any S3-compatible store."""
-    moto_server = pytest.importorskip("moto.server")
-    import boto3
-
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    for name, value in {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test",
-                        "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(name, value)
-    boto3.client("s3").create_bucket(Bucket="corpora")
-    yield "s3://corpora/prepared"
-    server.stop()
+    assert [p.name for p in prepared.iterdir()] == [location.name]
 
 
 def test_prepared_data_in_an_object_store_is_streamed_like_a_directory(data_dir, tmp_path, s3_server):
     import boto3
 
     dm = inaugural(data_dir, tmp_path / "cache", dir=s3_server)
-    assert not dm.prepare_data_per_node  # an object store is prepared once a run, not once a node
+    assert dm.prepare_settings.shared(dm.prepared_root)  # the nodes share an object store, and its preparation
     dm.prepare_data()
     location = dm.prepared_location
     assert location.url.startswith("s3://corpora/prepared/")

@@ -1,7 +1,7 @@
 """Data preparation, ours against transformers' usual MLM preprocessing, on the same text files.
 
-Ours: :func:`bert_exp.data.shards.prepare` with 1 and with 2 worker processes (litdata's optimize():
-tokenize every document, cut sentence pairs with NSP labels, write the chunks). Transformers':
+Ours: :func:`bert_exp.data.preparation.prepare` with 1 and with 2 worker processes (each group of files:
+tokenize every document, cut sentence pairs with NSP labels, write litdata's chunks). Transformers':
 ``run_mlm.py``'s recipe, ``datasets.load_dataset("text")`` then ``map`` with the fast tokenizer (batched,
 ``num_proc=2``) and ``map`` grouping the ids into 128-token blocks (MLM only). Both use the same
 vocabulary and each runs in a fresh process; the peak RSS is the largest of that process's and its
@@ -54,7 +54,8 @@ def scaled_copies(files: list[Path], scale: int, directory: Path) -> list[str]:
 
 def prepare_ours(spec: dict) -> int:
     from ...data.corpus import InstanceSettings
-    from ...data.shards import Location, PrepareSettings, prepare
+    from ...data.preparation import PrepareSettings, prepare
+    from ...data.storage import Location
     from ...data.tokenizer import load_vocab_file
 
     tokenizer = load_vocab_file(spec["vocab"])
@@ -96,7 +97,7 @@ def peak_rss_with_descendants() -> int:
 
 def measure(spec: dict) -> dict:
     if spec["impl"].startswith("ours"):  # imports happen before the clock starts, for both
-        from ...data import shards, tokenizer  # noqa: F401
+        from ...data import preparation, tokenizer  # noqa: F401
     else:
         import datasets  # noqa: F401
         import transformers  # noqa: F401
