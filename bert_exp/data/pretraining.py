@@ -23,7 +23,7 @@ from .loading import LoaderSettings
 from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
 from .sampling import process_group
 from .integrity import check_chunks, read_meta, verify_checksums
-from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare, text_weight
+from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare
 from .shards import PreparedInstances, StreamedInstances
 from .storage import Location
 from .text import CorpusError, corpus_text_bytes, detect_format, expand_inputs, iter_text_chunks, sample_text_chunks
@@ -323,7 +323,8 @@ class PretrainingDataModule(VocabularyDataModule):
         meta = self.meta or read_meta(self.prepared_location)
         if meta is None:
             return None
-        return {**meta.get("report", {}), "prepared": str(self.prepared_location), "splits": meta.get("splits")}
+        return {**meta.get("report", {}), "prepared": str(self.prepared_location), "splits": meta.get("splits"),
+                "identity": meta.get("identity"), "vocabulary_sample_bytes": self.vocabulary_sample_bytes}
 
     def setup(self, stage: str | None = None) -> None:
         location = self.prepared_location

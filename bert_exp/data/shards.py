@@ -59,7 +59,8 @@ def _chunk_name(dataset: StreamingDataset, index) -> str:
     try:
         if chunk is None:
             chunk = dataset.cache._get_chunk_index_from_index(int(index))[1]
-        return f"{dataset.input_dir.url or dataset.input_dir.path}/{dataset.cache._reader.config._chunks[chunk]['filename']}"
+        name = dataset.cache._reader.config._chunks[chunk]["filename"]
+        return f"{dataset.input_dir.url or dataset.input_dir.path}/{name}"
     except Exception:  # noqa: BLE001  litdata's internals differ between releases: name the dataset then
         return f"a chunk of {dataset.input_dir.url or dataset.input_dir.path}"
 

@@ -191,7 +191,8 @@ def test_a_disk_that_fills_during_preparation_is_one_line_naming_it(data_dir, tm
     files = [data_dir / "corpus" / "imdb" / "part00.txt.xz"]  # about 6 MB of text
     location = Location(str(small_disk / "prepared" / "key"))
     with pytest.raises(PreparedDataError) as caught:
-        prepare(location, files, tokenizer.to_str(), tokenizer.get_vocab_size(), InstanceSettings(doc_boundary="blank_line"),
+        prepare(location, files, tokenizer.to_str(), tokenizer.get_vocab_size(),
+                InstanceSettings(doc_boundary="blank_line"),
                 PrepareSettings(num_workers=1, group_bytes="4MB"), {})
     message = str(caught.value)
     assert "\n" not in message and message.startswith(f"{small_disk / 'prepared'}: no space left on the device")

@@ -5,7 +5,6 @@ as a directory."""
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time

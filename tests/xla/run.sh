@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=${BERT_EXP_XLA_VENV:-$HOME/.cache/bert_exp/xla-venv}
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch_xla, bert_exp, litdata, boto3" 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch_xla, bert_exp, litdata, boto3, lightning, torchmetrics" 2>/dev/null; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
   # torch_xla 2.9.0 names no torch in its metadata, and its library links torch 2.9's: install the pair
@@ -31,10 +31,14 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch_xla, ber
   "$VENV/bin/pip" install -q --dry-run --ignore-installed --report "$VENV/deps.json" -e . "lightning==2.6.6"
   "$VENV/bin/python" - "$VENV/deps.json" > "$VENV/deps.txt" <<'PY'
 import json, sys
-skip = ("torch", "nvidia-", "triton", "bert-exp", "bert_exp")
+# torch and torch_xla are installed above, and the CUDA libraries left out; every other package stays,
+# those whose names only start with "torch" (torchmetrics) included
+skip_names = {"torch", "torch-xla", "torch_xla", "bert-exp", "bert_exp"}
+skip_prefixes = ("nvidia-", "triton")
 for item in json.load(open(sys.argv[1]))["install"]:
     meta = item["metadata"]
-    if not meta["name"].lower().startswith(skip):
+    name = meta["name"].lower()
+    if name not in skip_names and not name.startswith(skip_prefixes):
         print(f"{meta['name']}=={meta['version']}")
 PY
   "$VENV/bin/pip" install -q --no-deps -r "$VENV/deps.txt"
