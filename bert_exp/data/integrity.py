@@ -1,10 +1,10 @@
 """What a prepared dataset is, and whether the copy at hand is it.
 
-- **Identity** (:func:`identity`): a hash of the content alone: the key (inputs, vocabulary, every setting
-  that changes instances, the chunk size), the vocabulary's sha256 and every chunk's name, size, item count
-  and sha256. Copies prepared on two machines, at other times or with other numbers of workers, have the
-  same identity (the layout depends on the groups alone: :mod:`bert_exp.data.preparation`); timings and
-  worker counts are not part of it. Every rank of a run compares it with rank 0's before the first step,
+- **Identity** (:func:`identity`): a hash of the content alone: the vocabulary's sha256 and every chunk's
+  name, size, item count and sha256 (the bytes hold every setting's effect). Copies prepared on two
+  machines, at other times or with other numbers of workers, have the same identity (the layout depends
+  on the groups alone: :mod:`bert_exp.data.preparation`); timings, worker counts and the inputs' paths
+  are not part of it. Every rank of a run compares it with rank 0's before the first step,
   and a checkpoint records it, so a resume onto other data stops.
 - **Chunks present and whole** (:func:`check_chunks`): every chunk the index names is there with its size
   (each launch: a listing); on a local copy, each chunk's sha256 is checked once per file version
@@ -45,11 +45,13 @@ def read_meta(location: Location) -> dict | None:
                                 "delete the prepared dataset to prepare it again") from None
 
 
-def identity(key: str, vocabulary_sha256: str, chunks: dict[str, list[dict]]) -> str:
-    """The content's identity: key, vocabulary and each split's chunks (name, bytes, items, sha256)."""
+def identity(vocabulary_sha256: str, chunks: dict[str, list[dict]]) -> str:
+    """The content's identity: the vocabulary and each split's chunks (name, bytes, items, sha256). The
+    chunks' bytes hold every setting's effect; the key is left out, as it holds the inputs' paths, which
+    may be spelt otherwise on another machine or in a resumed run."""
     content = {split: [[c["filename"], c["chunk_bytes"], c["chunk_size"], c["sha256"]] for c in chunks[split]]
                for split in SPLITS}
-    blob = json.dumps([key, vocabulary_sha256, content], sort_keys=True).encode()
+    blob = json.dumps([vocabulary_sha256, content], sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()
 
 

@@ -284,8 +284,7 @@ def prepare(location: Location, files: list[Path], tokenizer_json: str, vocab_si
     if not options.shared(location):
         with _built_in_place(location) as build:
             _prepare_groups(build, plan, list(range(len(groups))), files, options, build_dir=build.url)
-            return finish(build, files, len(groups), settings, meta, overlap, time.perf_counter() - started,
-                          key=Path(location.url).name)
+            return finish(build, files, len(groups), settings, meta, overlap, time.perf_counter() - started)
     share = np.array_split(np.arange(len(groups)), num_nodes)[node_rank].tolist()
     _prepare_groups(location, plan, share, files, options, node=(node_rank, num_nodes))
     if num_nodes > 1:
@@ -349,10 +348,9 @@ def _size(n: int) -> str:
 
 
 def finish(location: Location, files: list[Path], num_groups: int, settings: InstanceSettings, meta: dict,
-           overlap: Overlap | None = None, seconds: float | None = None, key: str | None = None) -> dict:
+           overlap: Overlap | None = None, seconds: float | None = None) -> dict:
     """Once every group is recorded: each split's index (the groups' chunks in group order, in litdata's
-    format) and meta.json, written last. Returns meta.json. ``key``: the dataset's name (its place's last
-    part, unless it is built elsewhere)."""
+    format) and meta.json, written last. Returns meta.json."""
     done = read_meta(location)
     if done is not None:
         return done
@@ -377,8 +375,7 @@ def finish(location: Location, files: list[Path], num_groups: int, settings: Ins
         if not chunks[split]:
             raise PreparedDataError(f"{location}: the preparation made no {split} instances (are the inputs empty, "
                                     "or data.instances.val_fraction 0?)")
-    key = key or location.url.rstrip("/").rsplit("/", 1)[-1]
-    ident = identity(key, meta.get("vocabulary_sha256", ""), chunks)
+    ident = identity(meta.get("vocabulary_sha256", ""), chunks)
     for split in SPLITS:
         config = next(r["config"] for r in records[split] if r["config"] is not None)
         index = {"chunks": [{k: v for k, v in c.items() if k != "sha256"} for c in chunks[split]],

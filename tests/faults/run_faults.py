@@ -144,9 +144,9 @@ def case_sigint_twice(root: Path):
     return f"exit {code}, {info['status']}, at once={info.get('stopped_at_once')}, last.ckpt step {ckpt['global_step']}", ok
 
 
-def _resume(root: Path, name: str, source: Path):
+def _resume(root: Path, name: str, source: Path, *extra: str):
     run_dir = root / name
-    code = finish(start(run_dir, f"ckpt_path={source}"))
+    code = finish(start(run_dir, f"ckpt_path={source}", *extra))
     return run_dir, code
 
 
@@ -158,7 +158,8 @@ def case_sigterm_group(root: Path):
     code = finish(proc)
     info, ckpt = run_json(run_dir), checkpoint(run_dir)
     stopped = f"exit {code}, {info['status']}, last.ckpt step {ckpt['global_step']}"
-    resumed, code2 = _resume(root, "sigterm_group_resumed", run_dir)
+    # a resume part-way into an epoch needs the loader workers the stream was dealt out among
+    resumed, code2 = _resume(root, "sigterm_group_resumed", run_dir, "data.loader.num_workers=1")
     ok = code == 128 + signal.SIGTERM and info["status"] == "interrupted" and ckpt["global_step"] == info["global_step"]
     ok = ok and code2 == 0 and run_json(resumed)["status"] == "finished"
     return f"{stopped}; resumed: exit {code2}", ok, {**losses(run_dir), **losses(resumed)}
