@@ -51,7 +51,10 @@ def s3_server(monkeypatch):
     for name, value in {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "test",
                         "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(name, value)
-    boto3.client("s3").create_bucket(Bucket="corpora")
+    import requests
+
+    requests.post(f"http://{host}:{port}/moto-api/reset", timeout=10)  # moto's state is the process's: start empty
+    boto3.session.Session().client("s3").create_bucket(Bucket="corpora")
     yield "s3://corpora/prepared"
     server.stop()
 

@@ -8,6 +8,7 @@ local directory is built beside its final place and renamed into it."""
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -40,9 +41,7 @@ class Location:
 
     # object stores
     def _s3(self):
-        import boto3
-
-        return boto3.client("s3")
+        return _s3_client(*(os.environ.get(name) for name in _S3_ENVIRONMENT))
 
     def _bucket_key(self, name: str) -> tuple[str, str]:
         bucket, _, prefix = self.url.removeprefix("s3://").partition("/")
@@ -128,6 +127,21 @@ class Location:
         while not path.exists() and path != path.parent:
             path = path.parent
         return shutil.disk_usage(path).free
+
+
+# what a client is made from: a change (another endpoint, other credentials) makes a new one
+_S3_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                   "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+                   "AWS_DEFAULT_REGION")
+
+
+@functools.lru_cache(maxsize=4)
+def _s3_client(*environment):
+    """An S3 client of a session of its own: boto3's default session keeps the credentials it first found
+    for the life of the process."""
+    import boto3
+
+    return boto3.session.Session().client("s3")
 
 
 def _describe_s3_error(bucket: str, err: Exception) -> str:

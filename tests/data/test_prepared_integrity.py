@@ -135,12 +135,24 @@ def test_a_missing_bucket_is_one_line_before_the_vocabulary(data_dir, tmp_path, 
     assert not (tmp_path / "cache" / "tokenizers").exists()  # found before any vocabulary was trained
 
 
+def test_absent_credentials_are_one_line_before_the_vocabulary(data_dir, tmp_path, s3_server, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    dm = inaugural(data_dir, tmp_path / "cache", dir=s3_server)
+    with pytest.raises(PreparedDataError, match=r"^data.prepare.dir=s3://corpora/prepared: no credentials found"):
+        dm.check_storage()
+    assert not (tmp_path / "cache" / "tokenizers").exists()
+
+
 def test_two_runs_preparing_one_prefix_write_the_same_objects_and_delete_none(data_dir, tmp_path, s3_server):
     """A second run that started before the first finished writes every object again, with the same
     bytes; nothing the first wrote is removed or changed."""
     import boto3
 
-    client = boto3.client("s3")
+    client = boto3.session.Session().client("s3")
 
     def objects():
         pages = client.get_paginator("list_objects_v2").paginate(Bucket="corpora")
