@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -120,9 +121,10 @@ def verify_checksums(location: Location, meta: dict, memo_dir: Path) -> int:
     return len(todo)
 
 
-def check_token_ids(ids: np.ndarray, vocab_size: int, where: str) -> None:
-    """Token ids outside the vocabulary mean a damaged chunk (or data prepared with another vocabulary)."""
+def check_token_ids(ids: np.ndarray, vocab_size: int, where: Callable[[], str]) -> None:
+    """Token ids outside the vocabulary mean a damaged chunk (or data prepared with another vocabulary);
+    ``where()`` names the chunk (worked out only then)."""
     if ids.size and (int(ids.max()) >= vocab_size or int(ids.min()) < 0):
         bad = int(ids.max()) if int(ids.max()) >= vocab_size else int(ids.min())
-        raise PreparedDataError(f"{where}: token id {bad} outside the vocabulary of {vocab_size}: the chunk is "
+        raise PreparedDataError(f"{where()}: token id {bad} outside the vocabulary of {vocab_size}: the chunk is "
                                 "damaged (delete the prepared dataset to prepare it again)")

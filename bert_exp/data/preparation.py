@@ -53,12 +53,11 @@ from .hashing import file_sha256
 from .integrity import SPLITS, identity, read_meta
 from .overlap import Overlap
 from .storage import Location, PreparedDataError, is_disk_full
-from .text import detect_format
+from .text import text_weight
 
 log = logging.getLogger("bert_exp.data")
 
 FORMAT = "litdata-instances-2"  # what an item holds and how chunks are laid out (part of the key)
-_COMPRESSED_RATIO = 4  # text bytes per compressed byte, to size groups of compressed files (xz, gzip: 3-5)
 # prepared bytes per byte of text, with 16-bit token ids: 0.64 measured on 2.4 GB of books, reviews and
 # articles at max_seq_length 128 (docs/results/data_prep.md); 32-bit ids count double. Used only to refuse,
 # before it starts, a preparation that cannot fit.
@@ -118,11 +117,6 @@ class PrepareSettings:
                 raise ValueError(f"data.prepare.{name}={value!r}: a size such as 32MB") from None
         if not self.wait_minutes > 0:
             raise ValueError(f"data.prepare.wait_minutes={self.wait_minutes!r}: a number of minutes above 0")
-
-
-def text_weight(path: Path) -> int:
-    """About how many bytes of text a file holds (a compressed file counts four times its size)."""
-    return os.path.getsize(path) * (1 if detect_format(Path(path)) == "plain" else _COMPRESSED_RATIO)
 
 
 def plan_groups(files: list[Path], group_bytes: int | str) -> list[list[str]]:

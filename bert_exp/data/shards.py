@@ -48,9 +48,7 @@ def checked_item(dataset: StreamingDataset, index, vocab_size: int | None) -> di
         raise PreparedDataError(f"{_chunk_name(dataset, index)}: cannot be read ({type(err).__name__}: {err}): the "
                                 "chunk is damaged (delete the prepared dataset to prepare it again)") from None
     if vocab_size is not None:
-        ids = np.asarray(item["input_ids"])
-        if ids.size and (int(ids.max()) >= vocab_size or int(ids.min()) < 0):
-            check_token_ids(ids, vocab_size, _chunk_name(dataset, index))
+        check_token_ids(np.asarray(item["input_ids"]), vocab_size, lambda: _chunk_name(dataset, index))
     return item
 
 

@@ -427,9 +427,17 @@ def iter_text_chunks(files: list[Path], encoding_fallback: str | None = "latin-1
 SAMPLE_WINDOW_BYTES = 1 << 16  # a plain file is sampled in windows of about this much text
 
 
+COMPRESSED_RATIO = 4  # text bytes per compressed byte (xz, gzip: 3-5), to size compressed files' text
+
+
+def text_weight(path: Path) -> int:
+    """About how many bytes of text a file holds (a compressed file counts four times its size)."""
+    return os.path.getsize(path) * (1 if detect_format(Path(path)) == "plain" else COMPRESSED_RATIO)
+
+
 def corpus_text_bytes(files: list[Path]) -> int:
-    """About how much text the files hold (a compressed file counts four times its size, as for groups)."""
-    return sum(os.path.getsize(p) * (1 if detect_format(Path(p)) == "plain" else 4) for p in files)
+    """About how much text the files hold (:func:`text_weight`, as groups are sized)."""
+    return sum(text_weight(p) for p in files)
 
 
 def sample_text_chunks(files: list[Path], sample_bytes: int, encoding_fallback: str | None = "latin-1"
@@ -444,7 +452,7 @@ def sample_text_chunks(files: list[Path], sample_bytes: int, encoding_fallback: 
         path = Path(path)
         fmt = detect_format(path)
         size = os.path.getsize(path)
-        share = int(sample_bytes * size * (1 if fmt == "plain" else 4) / total)
+        share = int(sample_bytes * text_weight(path) / total)
         if share <= 0:
             continue
         if fmt != "plain":

@@ -105,7 +105,7 @@ def test_a_token_id_outside_the_vocabulary_stops_the_run_naming_the_chunk(data_d
         next(iter(again.train_dataloader()))
 
 
-def fake_trainer(world_size=1, num_workers=0):
+def fake_trainer(world_size=1):
     return SimpleNamespace(world_size=world_size, global_rank=0, local_rank=0)
 
 
