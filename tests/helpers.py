@@ -37,6 +37,22 @@ def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 600, env: d
                           text=True, timeout=timeout, env=environment)
 
 
+def tiny_hf_directory(path: Path) -> Path:
+    """A one-layer BERT with MiniLM's vocabulary, saved as a HuggingFace directory (seeded: the same bytes)."""
+    import torch
+
+    from bert_exp.model import BertConfig, BertForPreTraining
+    from bert_exp.model.hf import Checkpoint, save_hf_directory
+    from bert_exp.resources import minilm_dir
+
+    vocab = (minilm_dir() / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    config = BertConfig(vocab_size=len(vocab), num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                        intermediate_size=64)
+    torch.manual_seed(0)
+    save_hf_directory(Checkpoint(config, BertForPreTraining(config).state_dict(), vocab, True, "pretraining"), path)
+    return path
+
+
 def is_png(path: Path) -> bool:
     """A PNG file with something drawn in it (an empty figure is a few kB)."""
     return path.is_file() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000

@@ -312,6 +312,7 @@ class RunRecord:
             "parameters": parameter_counts(module.model),  # by part: embeddings, encoder, heads, trainable
             "resumed_from": str(job.ckpt_path) if job.ckpt_path else None,
             "initialised_from": init.source if init is not None else None,
+            "initialised_from_hub": init.extra.get("hub") if init is not None else None,  # repo, revision, commit
             # what check_same_job compares when the job's directory is run again (rank 0 writes run.json)
             "initialised_from_sha256": (weights_sha256(init.source) if init is not None and trainer.is_global_zero
                                         else None),

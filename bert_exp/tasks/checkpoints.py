@@ -10,6 +10,7 @@ import torch
 
 from ..model.config import BertConfig
 from ..model.hf import Checkpoint, CheckpointError, load_hf_directory, read_hf_config
+from ..model.hub import local_source
 
 # what checkpoints written before the head was recorded said instead (task class names then)
 LEGACY_TASK_HEADS = {"PretrainingModule": "pretraining", "ClassificationModule": "classification",
@@ -82,17 +83,22 @@ def lightning_checkpoint_path(path: str | Path) -> Path:
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
-    """A HuggingFace BERT, ALBERT or ELECTRA directory, an exported directory, a run directory or a ``.ckpt``."""
-    path = Path(path).expanduser()
+    """A HuggingFace BERT, ALBERT or ELECTRA directory (or a Hub model: ``hf:NAME[@REVISION]``), an exported
+    directory, a run directory or a ``.ckpt``. A Hub model's repository, revision and commit are in
+    ``extra["hub"]``."""
+    path, hub = local_source(path)
     if path.is_dir() and (path / "config.json").is_file():
-        return load_hf_directory(path)
+        ckpt = load_hf_directory(path)
+        if hub is not None:
+            ckpt.extra["hub"] = hub.record
+        return ckpt
     return load_lightning(lightning_checkpoint_path(path))
 
 
 def checkpoint_config(path: str | Path) -> BertConfig:
     """The model config alone: config.json of a HuggingFace directory, or a .ckpt opened memory-mapped,
     so the weights are not read (fine-tuning reads them once, for task.init_from)."""
-    path = Path(path).expanduser()
+    path, _ = local_source(path)
     if path.is_dir() and (path / "config.json").is_file():
         return read_hf_config(path)[0]
     path = lightning_checkpoint_path(path)

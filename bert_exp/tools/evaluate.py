@@ -75,19 +75,32 @@ def vocab_of(path: Path, out: Path) -> Path:
     return target
 
 
+def source_path(text: str, spec: str):
+    """The local path of a source (a Hub model fetched first: ``hf:NAME[@REVISION]``) and its Hub record."""
+    from ..errors import CheckpointError
+    from ..model.hub import local_source
+
+    try:
+        path, hub = local_source(spec)
+    except CheckpointError as exc:
+        raise EvaluateError(f"{text}: {exc}") from None
+    path = path.resolve()
+    if not path.exists():
+        raise EvaluateError(f"{text}: {path} does not exist (a run directory, .ckpt, exported or HuggingFace "
+                            "directory, a Hub model hf:NAME, or scratch:PATH)")
+    return path, hub
+
+
 def parse_source(text: str, out: Path) -> Source:
     label, _, spec = text.rpartition("=") if "=" in text else ("", "", text)
     if spec.startswith("scratch:"):
-        path = Path(spec.removeprefix("scratch:")).expanduser().resolve()
-        if not path.exists():
-            raise EvaluateError(f"{text}: {path} does not exist")
-        label = label or f"scratch-{path.name}"
+        path, hub = source_path(text, spec.removeprefix("scratch:"))
+        label = label or f"scratch-{hub.repo_id.rsplit('/', 1)[-1] if hub else path.name}"
         vocab = vocab_of(path, out / label)
         return Source(label, ["task.init_from=null", f"model.source={path}", f"data.vocab_file={vocab}"], spec)
-    path = Path(spec).expanduser().resolve()
-    if not path.exists():
-        raise EvaluateError(f"{text}: {path} does not exist (a run directory, .ckpt, exported or HuggingFace "
-                            "directory, or scratch:PATH)")
+    path, hub = source_path(text, spec)
+    if hub is not None:  # every job starts from the commit fetched now, and records it
+        return Source(label or hub.repo_id.rsplit("/", 1)[-1], [f"task.init_from=hf:{hub.repo_id}@{hub.commit}"], spec)
     return Source(label or path.name, [f"task.init_from={path}"], spec)
 
 

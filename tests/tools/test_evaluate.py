@@ -5,22 +5,9 @@ import csv
 import json
 
 import pytest
-import torch
 
-from bert_exp.model import BertConfig, BertForPreTraining
-from bert_exp.model.hf import Checkpoint, save_hf_directory
-from bert_exp.resources import minilm_dir
 from bert_exp.tools.evaluate import EvaluateError, main, markdown_table, parse_source, summarize
-from helpers import is_png
-
-
-def tiny_hf_directory(path):
-    vocab = (minilm_dir() / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    config = BertConfig(vocab_size=len(vocab), num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
-                        intermediate_size=64)
-    torch.manual_seed(0)
-    save_hf_directory(Checkpoint(config, BertForPreTraining(config).state_dict(), vocab, True, "pretraining"), path)
-    return path
+from helpers import is_png, tiny_hf_directory
 
 
 def test_sources_and_the_table(tmp_path):

@@ -1,0 +1,117 @@
+"""Models named on the HuggingFace Hub: ``hf:NAME[@REVISION]``, or a bare ``NAME`` (``bert-base-uncased``,
+``google/bert_uncased_L-4_H-256_A-4``) that is not a local path.
+
+The files a BERT directory needs are fetched with ``huggingface_hub`` into its usual cache, so ``HF_HOME``,
+``HF_HUB_CACHE``, ``HF_ENDPOINT``, ``HF_HUB_OFFLINE`` and ``HF_TOKEN`` (or ``hf auth login``) behave as
+in every HuggingFace tool; the snapshot directory then loads as a local directory does."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CheckpointError
+
+PREFIX = "hf:"
+# a Hub repository id: NAME or OWNER/NAME (letters, digits, '-', '_', '.'), optionally @REVISION
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?(@[\w./-]+)?$")
+_LOCAL_SUFFIXES = (".ckpt", ".safetensors", ".bin", ".pt", ".json", ".txt")
+CONFIG = "config.json"
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # the first the repository has is fetched
+VOCABULARY = ("vocab.txt", "tokenizer.json")
+OPTIONAL = ("tokenizer_config.json",)
+
+
+@dataclass(frozen=True)
+class HubModel:
+    repo_id: str
+    revision: str | None  # as asked (a branch, tag or commit); None: the default branch
+    commit: str  # what it resolved to
+    path: Path  # the snapshot directory in the Hub cache
+
+    @property
+    def record(self) -> dict:
+        return {"repo_id": self.repo_id, "revision": self.revision, "commit": self.commit}
+
+
+def hub_name(source: str | Path) -> tuple[str, str | None] | None:
+    """``(repo_id, revision)`` when ``source`` names a Hub model, else None (a local path).
+
+    ``hf:`` always means the Hub; a bare name does when no such local path exists and it reads as a
+    repository id (no leading '/', '.' or '~', at most one '/', no file suffix such as .ckpt)."""
+    text = str(source)
+    if text.startswith(PREFIX):
+        name = text[len(PREFIX):]
+        if not _REPO_ID.match(name):
+            raise CheckpointError(f"{text}: not a Hub model name (hf:NAME, hf:OWNER/NAME or hf:OWNER/NAME@REVISION)")
+    else:
+        name = text
+        if (Path(text).expanduser().exists() or not _REPO_ID.match(text)
+                or text.split("@")[0].endswith(_LOCAL_SUFFIXES)):
+            return None
+    repo_id, _, revision = name.partition("@")
+    return repo_id, revision or None
+
+
+def _download(repo_id: str, filename: str, revision: str | None) -> Path:
+    from huggingface_hub import hf_hub_download
+
+    return Path(hf_hub_download(repo_id, filename, revision=revision))
+
+
+def _first_present(repo_id: str, names: tuple[str, ...], revision: str) -> Path | None:
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    for name in names:
+        try:
+            return _download(repo_id, name, revision)
+        except (EntryNotFoundError, LocalEntryNotFoundError):
+            continue
+    return None
+
+
+def fetch(repo_id: str, revision: str | None = None) -> HubModel:
+    """config.json, the weights and the vocabulary of ``repo_id`` (one error line for each way it fails)."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RemoteEntryNotFoundError,
+                                        RepositoryNotFoundError, RevisionNotFoundError)
+
+    where = f"hf:{repo_id}" + (f"@{revision}" if revision else "")
+    try:
+        config = _download(repo_id, CONFIG, revision)
+    except GatedRepoError:
+        raise CheckpointError(f"{where}: the Hub refuses access (a gated or private model): accept its terms "
+                              "on its page and log in (`hf auth login`, or set HF_TOKEN)") from None
+    except RepositoryNotFoundError:
+        raise CheckpointError(f"{where}: no such model on {constants.ENDPOINT} (or it is private: log in with "
+                              "`hf auth login` or set HF_TOKEN)") from None
+    except RevisionNotFoundError:
+        raise CheckpointError(f"{where}: the model has no revision {revision!r} (a branch, tag or commit)") from None
+    except RemoteEntryNotFoundError:
+        raise CheckpointError(f"{where}: the model has no {CONFIG}, so it is not a transformers model "
+                              "bert_exp can read") from None
+    except LocalEntryNotFoundError:
+        offline = constants.HF_HUB_OFFLINE
+        raise CheckpointError(
+            f"{where}: not in the Hub cache ({constants.HF_HUB_CACHE}) and "
+            + ("HF_HUB_OFFLINE is set: run once online to fetch it" if offline
+               else f"{constants.ENDPOINT} cannot be reached: check the network, or set HF_ENDPOINT to a mirror")
+        ) from None
+    commit = config.parent.name  # files land in snapshots/<commit>/
+    if _first_present(repo_id, WEIGHTS, commit) is None:
+        raise CheckpointError(f"{where}: the model has neither {' nor '.join(WEIGHTS)} "
+                              "(sharded or TensorFlow-only weights are not read)")
+    _first_present(repo_id, VOCABULARY, commit)  # a model without one takes the data's vocabulary
+    for name in OPTIONAL:
+        _first_present(repo_id, (name,), commit)
+    return HubModel(repo_id, revision, commit, config.parent)
+
+
+def local_source(source: str | Path) -> tuple[Path, HubModel | None]:
+    """The local path ``source`` names, fetching it first when it names a Hub model."""
+    name = hub_name(source)
+    if name is None:
+        return Path(source).expanduser(), None
+    model = fetch(*name)
+    return model.path, model
