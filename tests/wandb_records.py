@@ -41,7 +41,8 @@ def offline_run(run_dir: Path) -> dict:
     for record in wandb_records(path):
         kind = record.WhichOneof("record_type")
         if kind == "run":
-            out.update(group=record.run.run_group, job_type=record.run.job_type)
+            out.update(group=record.run.run_group, job_type=record.run.job_type, project=record.run.project,
+                       entity=record.run.entity, tags=list(record.run.tags), notes=record.run.notes)
             out["config"].update({u.key: u.value_json for u in record.run.config.update})
         elif kind == "config":
             out["config"].update({u.key: u.value_json for u in record.config.update})

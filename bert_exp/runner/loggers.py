@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import netrc
 import os
+import typing
 
 from lightning.pytorch.loggers import WandbLogger
 
@@ -20,26 +21,40 @@ def wandb_credentials_found() -> bool:
         return False
 
 
+WANDB_MODES = ("online", "offline", "disabled")
+
+
 def wandb_logger(
     save_dir: str,
     project: str = "bert_exp",
+    entity: str | None = None,
     group: str | None = None,
     job_type: str | None = None,
     name: str | None = None,
-    offline: bool | None = None,
+    tags: list[str] | None = None,
+    notes: str | None = None,
+    mode: typing.Literal["online", "offline", "disabled"] | None = None,
     log_model: bool = False,
     id: str | None = None,
 ) -> WandbLogger:
-    """W&B logger; ``offline=None`` means online when credentials are found (or WANDB_MODE says so).
+    """W&B logger; ``mode=None`` means WANDB_MODE when set, else online when credentials are found
+    (``wandb login``) and offline otherwise (``wandb sync`` uploads it later).
 
-    ``id`` names the W&B run: a resumed run passes its original's, and W&B continues that run."""
-    if offline is None:
-        mode = os.environ.get("WANDB_MODE")
-        offline = mode in ("offline", "dryrun") if mode else not wandb_credentials_found()
+    ``entity`` is the user or team that owns ``project`` (None: the login's default entity). ``id`` names
+    the W&B run: a resumed run passes its original's, and W&B continues that run."""
+    from .validation import ConfigError
+
+    if mode is None:
+        env = os.environ.get("WANDB_MODE")
+        mode = ("offline" if env in ("offline", "dryrun") else env) if env else \
+            "online" if wandb_credentials_found() else "offline"
+    if mode not in WANDB_MODES:  # from WANDB_MODE (the config's value is checked before any work)
+        raise ConfigError(f"WANDB_MODE={mode}: one of {', '.join(WANDB_MODES)}")
     os.makedirs(save_dir, exist_ok=True)
-    return WandbLogger(save_dir=save_dir, project=project, group=group, job_type=job_type,
-                       name=name or os.path.basename(os.path.normpath(save_dir)), offline=offline,
-                       log_model=log_model, id=id, resume="allow")
+    return WandbLogger(save_dir=save_dir, project=project, entity=entity, group=group, job_type=job_type,
+                       name=name or os.path.basename(os.path.normpath(save_dir)), tags=list(tags or []) or None,
+                       notes=notes, offline=mode == "offline", mode=mode, log_model=log_model, id=id,
+                       resume="allow")
 
 
 class RankZeroFileHandler(logging.FileHandler):

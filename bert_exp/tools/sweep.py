@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import yaml
+from omegaconf import OmegaConf
 from hydra.experimental.callback import Callback
 
 SEED_KEYS = ("seed",)
@@ -140,7 +141,12 @@ def wandb_spec(overrides: list[str]) -> dict:
         else:
             parameters[key] = {"value": override.value()}
     fixed = [o for o in overrides if not o.startswith(("+sweeps=", "sweeps="))]
+    wandb = OmegaConf.select(cfg, "logger.wandb")
+    if wandb is None:
+        raise SystemExit("error: a W&B sweep logs to W&B: keep the default logger (or logger=wandb)")
+    where = {"project": wandb.project, **({"entity": wandb.entity} if wandb.entity else {})}
     return {
+        **where,  # `wandb sweep` creates the sweep there; its runs log there (the command's logger.wandb)
         "method": "grid" if grid else "bayes",
         "metric": {"name": cfg.task.monitor, "goal": "maximize" if cfg.task.monitor_mode == "max" else "minimize"},
         "parameters": parameters,

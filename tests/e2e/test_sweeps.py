@@ -35,7 +35,9 @@ def test_a_grid_multirun_summarises_and_a_rerun_skips_finished_jobs(env, tmp_pat
     """Under DDP (2 CPU processes per job): each job launches its own processes in its own directory,
     and the next job starts after the last one's processes and process group are gone."""
     sweep_dir = tmp_path / "sweep"
-    args = ["-m", *TINY, "hardware=ddp_cpu", "optim.optimizer.lr=2e-3", "seed=1,2", f"hydra.sweep.dir={sweep_dir}"]
+    args = ["-m", *TINY, "hardware=ddp_cpu", "optim.optimizer.lr=2e-3", "seed=1,2", f"hydra.sweep.dir={sweep_dir}",
+            "logger.wandb.project=bert-seeds", "logger.wandb.entity=my-team", "logger.wandb.tags=[tiny,seeds]",
+            "logger.wandb.notes=two seeds"]
     result = run_cli(args, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = sorted(p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit())
@@ -47,9 +49,12 @@ def test_a_grid_multirun_summarises_and_a_rerun_skips_finished_jobs(env, tmp_pat
     assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1"]
     assert sorted(str(p.relative_to(sweep_dir)) for p in sweep_dir.rglob("*.log") if "wandb" not in p.parts) == \
         ["0/bert_exp.log", "1/bert_exp.log"]
-    # one W&B run per job, each finished before the next began, grouped by the experiment
+    # one W&B run per job, each finished before the next began, in the user's project and entity, grouped
+    # by the sweep (experiment and sweep directory: another sweep of the preset is another group)
     wandb_runs = [offline_run(job) for job in jobs]
-    assert len({w["id"] for w in wandb_runs}) == 2 and all(w["group"] == "pretrain_tiny" for w in wandb_runs)
+    assert len({w["id"] for w in wandb_runs}) == 2 and all(w["group"] == "pretrain_tiny-sweep" for w in wandb_runs)
+    assert all((w["project"], w["entity"], w["tags"], w["notes"]) == ("bert-seeds", "my-team", ["tiny", "seeds"],
+                                                                     "two seeds") for w in wandb_runs)
     assert all(w["summary"]["status"] == '"finished"' for w in wandb_runs)
     # the summary: the seeds pooled into one row, with their mean and median
     summary = (sweep_dir / "summary.md").read_text()
@@ -102,6 +107,8 @@ def test_every_ready_made_sweep_composes_and_converts_to_a_wandb_spec(name):
     assert cfg.experiment_name == experiment
     spec = wandb_spec(overrides)
     assert spec["metric"]["name"] == cfg.task.monitor
+    assert spec["project"] == "bert_exp" and "entity" not in spec  # where `wandb sweep` puts it
+    assert wandb_spec([*overrides, "logger.wandb.project=p", "logger.wandb.entity=team"])["entity"] == "team"
     assert spec["command"][:5] == ["${env}", "${interpreter}", "-m", "bert_exp", f"+experiment={experiment}"]
     assert spec["command"][-1] == "${args_no_hyphens}" and spec["parameters"]
     # what an agent runs composes: each parameter's first value as a Hydra override sets that key
@@ -141,6 +148,7 @@ def test_a_wandb_agent_runs_a_job_of_the_spec_as_its_own_run(env, tmp_path):
     assert info["config"]["optim"]["optimizer"]["lr"] == 2e-3 and info["config"]["optim"]["scheduler"]["warmup_steps"] == 100
     wandb_run = offline_run(run_dir)
     assert wandb_run["id"] == "agentrun1" and "val/mlm_loss" in wandb_run["history_keys"]  # the spec's metric
+    assert wandb_run["group"] == "pretrain_tiny-sweep1"  # the sweep's own group (W&B also files it under the sweep)
 
 
 def test_cola_paper_grid_is_the_papers(capsys):
@@ -181,9 +189,9 @@ def test_sweep_report_plots_the_metric_against_each_swept_parameter(tmp_path):
 
 
 def test_sweep_report_labels_each_job_by_what_sets_it_apart():
-    from bert_exp.tools.report import _job_labels
+    from bert_exp.tools.run_info import job_labels
 
     runs = [{"overrides": ["+experiment=x", f"optim.optimizer.lr={lr}", f"seed={seed}", "hydra.job.num=0"]}
             for lr, seed in [(1e-3, 1), (1e-3, 2), (2e-3, 1)]]
-    assert _job_labels(runs) == ["optim.optimizer.lr=0.001 seed=1", "optim.optimizer.lr=0.001 seed=2",
-                                 "optim.optimizer.lr=0.002 seed=1"]
+    assert job_labels(runs) == ["optim.optimizer.lr=0.001 seed=1", "optim.optimizer.lr=0.001 seed=2",
+                                "optim.optimizer.lr=0.002 seed=1"]
