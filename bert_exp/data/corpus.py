@@ -39,7 +39,7 @@ from .instances import (
     pack_token_blocks,
 )
 from .overlap import Overlap
-from .text import CorpusError, ReadReport, document_sentences, iter_file_documents
+from .text import CorpusError, ReadReport, column_of, document_sentences, iter_file_documents
 
 log = logging.getLogger("bert_exp.data")
 
@@ -108,9 +108,20 @@ class InstanceSettings:
     seed: int = 12345
     # files with their own [doc_boundary, document_regex] (inputs given as {path, doc_boundary}); None: none
     file_boundaries: dict | None = None
+    # table files (Parquet, Arrow, JSON Lines) whose text column is not "text": {path: column}; None: none
+    text_columns: dict | None = None
     # None: BERT's segment pairs (nsp) or RoBERTa's full sentences (not nsp); with nsp "sentence_pair"
     # or "sop" (ALBERT's sentence order), without "doc_sentences" or "token_blocks" (see instance_layout)
     layout: str | None = None
+
+
+def instance_key(settings: InstanceSettings) -> dict:
+    """The settings as the prepared data's key holds them (``text_columns`` only when some file has one, so
+    the keys of corpora without table files stay as they were)."""
+    fields = dict(settings.__dict__)
+    if fields.get("text_columns") is None:
+        del fields["text_columns"]
+    return fields
 
 
 @dataclass
@@ -192,7 +203,7 @@ def read_group_documents(files: list[Path], s: InstanceSettings, report: ReadRep
     for index, path in enumerate(files):
         boundary, regex = (s.file_boundaries or {}).get(str(path), (s.doc_boundary, s.document_regex))
         documents.extend((index, text) for text in iter_file_documents(path, s.encoding_fallback, boundary, regex,
-                                                                          report))
+                                                                          report, column_of(path, s.text_columns)))
     return documents
 
 

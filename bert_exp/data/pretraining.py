@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 
 from ..errors import UserError
 from .base import VocabularyDataModule, blocking_signals, worker_init
-from .corpus import InstanceSettings, instance_layout
+from .corpus import InstanceSettings, instance_key, instance_layout
 from .hashing import config_key, files_sha256
 from .loading import LoaderSettings
 from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
@@ -25,6 +25,8 @@ from .sampling import process_group
 from .integrity import check_chunks, read_meta, verify_checksums
 from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare
 from .shards import PreparedInstances, StreamedInstances
+from .sources import DatasetSource, is_remote, stage_inputs
+from .tables import DEFAULT_COLUMN
 from .storage import Location
 from .text import CorpusError, corpus_text_bytes, detect_format, expand_inputs, iter_text_chunks, sample_text_chunks
 from .tokenizer import (
@@ -88,19 +90,23 @@ class TokenizerSpec:
         return fields
 
 
-INPUT_KEYS = {"path", "doc_boundary", "document_regex"}
+INPUT_KEYS = {"path", "doc_boundary", "document_regex", "text_column"}
 
 
-def _parse_input(item) -> tuple[str, dict]:
-    """A ``data.files`` entry: a path, directory or glob, or a mapping ``{path, doc_boundary,
-    document_regex}`` giving those files their own document boundary (a mixture of corpora)."""
+def _parse_input(item) -> tuple[str | DatasetSource, dict]:
+    """A ``data.files`` entry: a path, directory, glob or s3:// URL, or a mapping ``{path, doc_boundary,
+    document_regex, text_column}`` giving those files their own document boundary (a mixture of corpora)
+    or text column (table files), or a ``datasets`` corpus ``{dataset, name, split, text_column}``
+    (:mod:`bert_exp.data.sources`)."""
+    if isinstance(item, Mapping) and "dataset" in item:
+        return DatasetSource.from_entry(dict(item)), {}
     if isinstance(item, Mapping):
         item = dict(item)
         unknown = set(item) - INPUT_KEYS
         if unknown or "path" not in item:
             raise CorpusError(f"data.files entry {item}: expected a path, or a mapping with 'path' and optionally "
-                              f"'doc_boundary', 'document_regex' (unknown: {sorted(unknown) or 'none'})")
-        options = {k: item[k] for k in ("doc_boundary", "document_regex") if k in item}
+                              f"'doc_boundary', 'document_regex', 'text_column' (unknown: {sorted(unknown) or 'none'})")
+        options = {k: item[k] for k in ("doc_boundary", "document_regex", "text_column") if k in item}
         if options.get("doc_boundary", "file") not in ("file", "blank_line", "regex"):
             raise CorpusError(f"data.files entry {item['path']}: doc_boundary={options['doc_boundary']!r}: expected "
                               "file, blank_line or regex")
@@ -165,16 +171,21 @@ class PretrainingDataModule(VocabularyDataModule):
     @property
     def files(self) -> list[Path]:
         if self._files is None:
-            files, boundaries = [], {}
+            files, boundaries, columns = [], {}, {}
             for path, options in self.inputs:
-                for file in expand_inputs(path):
-                    if options and str(file) not in boundaries and file not in files:
+                for file in expand_inputs(stage_inputs(path, self.cache_dir)):
+                    new = file not in files
+                    if new and ({"doc_boundary", "document_regex"} & set(options)) and str(file) not in boundaries:
                         boundaries[str(file)] = [options.get("doc_boundary", self._settings.doc_boundary),
                                                  options.get("document_regex", self._settings.document_regex)]
+                    if new and options.get("text_column", DEFAULT_COLUMN) != DEFAULT_COLUMN:
+                        columns[str(file)] = options["text_column"]
                     files.append(file)
             self._files = list(dict.fromkeys(files))
             if boundaries:
                 self._settings = dataclasses.replace(self._settings, file_boundaries=boundaries)
+            if columns:
+                self._settings = dataclasses.replace(self._settings, text_columns=columns)
         return self._files
 
     @property
@@ -191,7 +202,8 @@ class PretrainingDataModule(VocabularyDataModule):
         return self.files
 
     def required_inputs(self) -> list[str]:
-        return [str(spec) for spec in self.files_spec]
+        """The local inputs (s3:// and datasets corpora are checked as they are staged)."""
+        return [str(spec) for spec in self.files_spec if not is_remote(spec)]
 
     @property
     def input_key(self) -> dict:
@@ -239,9 +251,11 @@ class PretrainingDataModule(VocabularyDataModule):
                  if sample else "")
         # the files' lines, decompressed and decoded as for the cache: a vocabulary depends on the words only
         if sample:
-            texts = functools.partial(sample_text_chunks, self.files, sample, self.settings.encoding_fallback)
+            texts = functools.partial(sample_text_chunks, self.files, sample, self.settings.encoding_fallback,
+                                      columns=self.settings.text_columns)
         else:
-            texts = functools.partial(iter_text_chunks, self.files, self.settings.encoding_fallback)
+            texts = functools.partial(iter_text_chunks, self.files, self.settings.encoding_fallback,
+                                      columns=self.settings.text_columns)
         if spec.kind == "byte_bpe":
             tokenizer = train_byte_bpe(texts(), spec.vocab_size, spec.min_frequency, spec.lowercase)
         else:
@@ -262,7 +276,7 @@ class PretrainingDataModule(VocabularyDataModule):
         kind = tokenizer_kind(self.tokenizer)
         if kind != "wordpiece":
             vocab_hash = config_key(vocab_hash, kind, tokenizer_json(self.tokenizer))
-        key = {"inputs": self.input_key, "vocabulary": vocab_hash, "instances": self.settings.__dict__,
+        key = {"inputs": self.input_key, "vocabulary": vocab_hash, "instances": instance_key(self.settings),
                "group_bytes": self.prepare_settings.group_bytes, "format": FORMAT,
                "chunk_bytes": self.prepare_settings.chunk_size(self.prepared_root)}
         checked = [p for p in self.prepare_settings.evaluation_sets or [] if Path(p).is_file()]

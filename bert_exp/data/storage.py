@@ -150,7 +150,7 @@ def _describe_s3_error(bucket: str, err: Exception) -> str:
     if name == "NoCredentialsError":
         return "no credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile)"
     if code in ("404", "NoSuchBucket"):
-        return f"no bucket named {bucket!r} (create it, or fix data.prepare.dir)"
+        return f"no bucket named {bucket!r} (create it, or fix the URL)"
     if code in ("403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
         return f"access to bucket {bucket!r} denied ({code}): check the credentials"
     if name in ("EndpointConnectionError", "ConnectionClosedError", "ConnectTimeoutError"):

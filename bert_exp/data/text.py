@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import UserError
+from .tables import DEFAULT_COLUMN, iter_table_texts, table_format
 
 log = logging.getLogger("bert_exp.data")
 
@@ -213,12 +214,22 @@ def _first_invalid_byte(path: Path, fmt: str) -> int:
             consumed += len(block)
 
 
-def iter_lines(path: Path, encoding_fallback: str | None = "latin-1", report: ReadReport | None = None
-               ) -> Iterator[str]:
+def iter_lines(path: Path, encoding_fallback: str | None = "latin-1", report: ReadReport | None = None,
+               column: str = DEFAULT_COLUMN, tables: bool = True) -> Iterator[str]:
     """The file's lines (without line endings; CR LF and CR end lines too), decompressed and
-    decoded as the module docstring says, streaming."""
+    decoded as the module docstring says, streaming. A table file (:mod:`bert_exp.data.tables`) gives the
+    lines of its ``column``'s texts, a blank line after each row (unless ``tables`` is false)."""
     path = Path(path)
     _check_fallback(encoding_fallback)
+    if tables and (kind := table_format(path)):
+        for text in iter_table_texts(path, column, kind):
+            if report is not None:
+                report.characters += len(text)
+            yield from text.split("\n")
+            yield ""
+        if report is not None:
+            report.formats[str(path)] = kind
+        return
     fmt = detect_format(path)
     replaced = 0
     try:
@@ -361,9 +372,19 @@ def iter_file_documents(
     doc_boundary: str = "file",
     document_regex: str | None = None,
     report: ReadReport | None = None,
+    column: str = DEFAULT_COLUMN,
 ) -> Iterator[str]:
     """Each document of one file as text, read a line at a time (what :func:`split_documents` gives
-    for the whole text, without holding more than one document)."""
+    for the whole text, without holding more than one document). A table file's documents are its rows
+    (the text of ``column``), whatever ``doc_boundary`` says."""
+    if kind := table_format(path):
+        for text in iter_table_texts(path, column, kind):
+            if report is not None:
+                report.characters += len(text)
+            yield text
+        if report is not None:
+            report.formats[str(path)] = kind
+        return
     if doc_boundary not in ("file", "blank_line", "regex"):
         raise CorpusError(f"data.instances.doc_boundary={doc_boundary!r}: expected file, blank_line or regex")
     if doc_boundary == "regex" and not document_regex:
@@ -406,15 +427,20 @@ def iter_documents(
                 yield (index, sentences) if with_file_index else sentences
 
 
-def iter_text_chunks(files: list[Path], encoding_fallback: str | None = "latin-1", chunk_chars: int = 1 << 20
-                     ) -> Iterator[str]:
+def column_of(path: Path, columns: dict | None) -> str:
+    """The text column of a table file: its input's ``text_column``, else ``text``."""
+    return (columns or {}).get(str(path), DEFAULT_COLUMN)
+
+
+def iter_text_chunks(files: list[Path], encoding_fallback: str | None = "latin-1", chunk_chars: int = 1 << 20,
+                     columns: dict | None = None) -> Iterator[str]:
     """The files' text, decompressed and decoded as :func:`iter_lines` does, as strings of whole lines of
     about ``chunk_chars`` characters: what a vocabulary is trained on. It depends on the words alone, and
     documents or sentences hold the same words as the lines they are made of."""
     for path in files:
         lines: list[str] = []
         size = 0
-        for line in iter_lines(path, encoding_fallback):
+        for line in iter_lines(path, encoding_fallback, column=column_of(path, columns)):
             lines.append(line)
             size += len(line) + 1
             if size >= chunk_chars:
@@ -428,10 +454,13 @@ SAMPLE_WINDOW_BYTES = 1 << 16  # a plain file is sampled in windows of about thi
 
 
 COMPRESSED_RATIO = 4  # text bytes per compressed byte (xz, gzip: 3-5), to size compressed files' text
+PARQUET_RATIO = 2  # Parquet's default (snappy) compression of text
 
 
 def text_weight(path: Path) -> int:
-    """About how many bytes of text a file holds (a compressed file counts four times its size)."""
+    """About how many bytes of text a file holds (a compressed file counts four times its size, Parquet twice)."""
+    if table_format(Path(path)) == "parquet":
+        return os.path.getsize(path) * PARQUET_RATIO
     return os.path.getsize(path) * (1 if detect_format(Path(path)) == "plain" else COMPRESSED_RATIO)
 
 
@@ -440,8 +469,8 @@ def corpus_text_bytes(files: list[Path]) -> int:
     return sum(text_weight(p) for p in files)
 
 
-def sample_text_chunks(files: list[Path], sample_bytes: int, encoding_fallback: str | None = "latin-1"
-                       ) -> Iterator[str]:
+def sample_text_chunks(files: list[Path], sample_bytes: int, encoding_fallback: str | None = "latin-1",
+                       columns: dict | None = None) -> Iterator[str]:
     """About ``sample_bytes`` of the files' text, each file giving its share (its size over the corpus's),
     as strings of whole lines; the same on every machine. A plain file's share is read in windows spread
     evenly through it (seeks, nothing else is read); a compressed file's share is its beginning (a
@@ -455,8 +484,8 @@ def sample_text_chunks(files: list[Path], sample_bytes: int, encoding_fallback: 
         share = int(sample_bytes * text_weight(path) / total)
         if share <= 0:
             continue
-        if fmt != "plain":
-            yield from _head_chunks(path, share, encoding_fallback)
+        if fmt != "plain" or table_format(path):  # from the beginning (a table: its first rows)
+            yield from _head_chunks(path, share, encoding_fallback, column=column_of(path, columns))
             continue
         windows = max(1, -(-share // SAMPLE_WINDOW_BYTES))
         width = share // windows
@@ -478,10 +507,11 @@ def sample_text_chunks(files: list[Path], sample_bytes: int, encoding_fallback: 
                 yield text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _head_chunks(path: Path, share: int, encoding_fallback: str | None, chunk_chars: int = 1 << 20) -> Iterator[str]:
+def _head_chunks(path: Path, share: int, encoding_fallback: str | None, chunk_chars: int = 1 << 20,
+                 column: str = DEFAULT_COLUMN) -> Iterator[str]:
     lines: list[str] = []
     size = taken = 0
-    for line in iter_lines(path, encoding_fallback):
+    for line in iter_lines(path, encoding_fallback, column=column):
         lines.append(line)
         size += len(line) + 1
         if size >= chunk_chars:

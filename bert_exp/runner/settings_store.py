@@ -23,8 +23,9 @@ from ..tasks.optim import OptimSettings
 SETTINGS = {
     "loader": (LoaderSettings, ()),
     "masking": (MaskingSettings, ()),
-    # nsp and layout follow from data.objective / data.packing / data.nsp; file_boundaries from data.files
-    "instances": (InstanceSettings, ("nsp", "layout", "file_boundaries")),
+    # nsp and layout follow from data.objective / data.packing / data.nsp; file_boundaries, text_columns
+    # from data.files
+    "instances": (InstanceSettings, ("nsp", "layout", "file_boundaries", "text_columns")),
     "optim": (OptimSettings, ()),
     "prepare": (PrepareSettings, ()),
 }

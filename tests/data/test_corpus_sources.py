@@ -1,0 +1,132 @@
+"""Corpora where users keep them: Parquet / JSON Lines / Arrow files with a text column, a ``datasets``
+corpus (streamed, staged as Parquet shards), and s3:// objects. Each goes through the same preparation:
+the inaugural addresses as text files, as Parquet rows and as a streamed dataset are the same prepared
+data (the same vocabulary, chunks and identity)."""
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bert_exp.data import InstanceSettings, LoaderSettings, PretrainingDataModule, TokenizerSpec
+from bert_exp.data.preparation import PrepareSettings
+from bert_exp.data.sources import DatasetSource, stage_dataset
+from bert_exp.data.text import CorpusError, iter_file_documents, iter_lines, read_text
+
+
+def addresses(data_dir) -> list[tuple[str, str]]:
+    files = sorted((data_dir / "corpus" / "inaugural").glob("*.txt"))
+    return [(p.stem, read_text(p)[0]) for p in files]  # as the reader decodes them (a few are Latin-1)
+
+
+def module(files, cache) -> PretrainingDataModule:
+    # one group (group_bytes above the corpus): a table file is one group, as one text file is
+    return PretrainingDataModule(files=files, tokenizer=TokenizerSpec(vocab_size=2000), cache_dir=str(cache),
+                                 loader=LoaderSettings(batch_size=8), instances=InstanceSettings(val_fraction=0.1),
+                                 prepare=PrepareSettings(group_bytes="64MB"))
+
+
+def test_table_files_give_one_document_a_row(tmp_path):
+    rows = ["First paragraph. Two sentences.\n\nSecond paragraph.", None, "  ", "Another row.\r\nSame doc."]
+    pq.write_table(pa.table({"id": [1, 2, 3, 4], "body": rows}), tmp_path / "t.parquet")
+    with open(tmp_path / "t.jsonl", "w") as f:
+        for i, text in enumerate(rows):
+            f.write(json.dumps({"id": i, "body": text}) + "\n")
+    with pa.OSFile(str(tmp_path / "t.arrow"), "wb") as sink, pa.ipc.new_stream(sink, pa.schema([("body", pa.string())])) as w:
+        w.write_table(pa.table({"body": rows}))  # the IPC stream format that datasets writes
+    expected = [rows[0], "Another row.\nSame doc."]
+    for name in ("t.parquet", "t.jsonl", "t.arrow"):
+        assert list(iter_file_documents(tmp_path / name, doc_boundary="blank_line", column="body")) == expected, name
+        assert list(iter_lines(tmp_path / name, column="body")) == [
+            "First paragraph. Two sentences.", "", "Second paragraph.", "", "Another row.", "Same doc.", ""]
+    with pytest.raises(CorpusError, match=r"t\.parquet: no column 'text' \(columns: id, body\); name the text column"):
+        list(iter_file_documents(tmp_path / "t.parquet"))
+    with pytest.raises(CorpusError, match=r"t\.jsonl:1: no key 'text'"):
+        list(iter_file_documents(tmp_path / "t.jsonl"))
+    (tmp_path / "bad.jsonl").write_text('{"text": "fine"}\n{"text": oops}\n')
+    with pytest.raises(CorpusError, match=r"bad\.jsonl:2: not a JSON object"):
+        list(iter_file_documents(tmp_path / "bad.jsonl"))
+
+
+def test_text_parquet_jsonl_and_a_streamed_dataset_prepare_the_same_data(data_dir, tmp_path):
+    """The addresses as text files (a document each), as one Parquet file and as a JSON Lines file (a row
+    each, the text in a column named as the user's), and as a ``datasets`` corpus streamed from a folder of
+    two Parquet shards: one vocabulary, the same chunks, one identity."""
+    docs = addresses(data_dir)
+    names, texts = [n for n, _ in docs], [t for _, t in docs]
+    pq.write_table(pa.table({"title": names, "content": texts}), tmp_path / "addresses.parquet")
+    with open(tmp_path / "addresses.jsonl", "w") as f:
+        for name, text in docs:
+            f.write(json.dumps({"title": name, "content": text}) + "\n")
+    folder = tmp_path / "hub_like"
+    folder.mkdir()
+    half = len(docs) // 2
+    pq.write_table(pa.table({"text": texts[:half]}), folder / "train-00000-of-00002.parquet")
+    pq.write_table(pa.table({"text": texts[half:]}), folder / "train-00001-of-00002.parquet")
+
+    text = module([str(data_dir / "corpus" / "inaugural" / "*.txt")], tmp_path / "c1")
+    parquet = module([{"path": str(tmp_path / "addresses.parquet"), "text_column": "content"}], tmp_path / "c2")
+    jsonl = module([{"path": str(tmp_path / "addresses.jsonl"), "text_column": "content"}], tmp_path / "c3")
+    streamed = module([{"dataset": str(folder), "split": "train"}], tmp_path / "c4")
+    for dm in (text, parquet, jsonl, streamed):
+        dm.setup("fit")
+    assert parquet.vocabulary_sha256 == text.vocabulary_sha256 == jsonl.vocabulary_sha256 == streamed.vocabulary_sha256
+    for other in (parquet, jsonl, streamed):
+        assert other.meta["identity"] == text.meta["identity"]
+        assert other.meta["splits"]["train"]["instances"] == text.meta["splits"]["train"]["instances"] > 100
+    # the key holds the files' sha256 and the column; the staged shards are Parquet files of the text
+    assert parquet.prepared_key["instances"]["text_columns"] == {str(tmp_path / "addresses.parquet"): "content"}
+    assert "text_columns" not in text.prepared_key["instances"]  # text corpora keep their keys
+    staged = streamed.files
+    assert [p.name for p in staged] == ["shard-00000.parquet", "shard-00001.parquet"]
+    assert pq.read_table(staged[0]).column_names == ["text"] and staged[0].is_relative_to(tmp_path / "c4" / "inputs")
+
+
+def test_a_dataset_is_staged_once_and_again_when_its_files_change(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    pq.write_table(pa.table({"text": ["One. Two.", "Three."], "n": [1, 2]}), folder / "train.parquet")
+    first = stage_dataset(DatasetSource(str(folder)), tmp_path / "staged")
+    assert pq.read_table(first[0]).column("text").to_pylist() == ["One. Two.", "Three."]
+    mtime = first[0].stat().st_mtime_ns
+    assert stage_dataset(DatasetSource(str(folder)), tmp_path / "staged") == first
+    assert first[0].stat().st_mtime_ns == mtime  # found staged, not streamed again
+    pq.write_table(pa.table({"text": ["Changed."], "n": [1]}), folder / "train.parquet")
+    again = stage_dataset(DatasetSource(str(folder)), tmp_path / "staged")
+    assert again != first and pq.read_table(again[0]).column("text").to_pylist() == ["Changed."]
+    with pytest.raises(CorpusError, match=r"datasets:.*\[train\]: no column 'body' \(columns: text, n\)"):
+        stage_dataset(DatasetSource(str(folder), text_column="body"), tmp_path / "staged")
+    with pytest.raises(CorpusError, match=r"datasets:.*\[nope\]: cannot be opened with datasets.load_dataset"):
+        stage_dataset(DatasetSource(str(folder), split="nope"), tmp_path / "staged")
+    assert not list((tmp_path / "staged").glob(".*partial"))  # nothing half-written left
+
+
+def test_s3_inputs_are_staged_once_per_version(s3_server, data_dir, tmp_path):
+    import boto3
+
+    client = boto3.session.Session().client("s3")
+    files = sorted((data_dir / "corpus" / "inaugural").glob("19*.txt"))
+    for path in files:
+        client.upload_file(str(path), "corpora", f"texts/inaugural/{path.name}")
+    client.put_object(Bucket="corpora", Key="texts/inaugural/README.md", Body=b"not corpus text")
+    local = module([str(data_dir / "corpus" / "inaugural" / "19*.txt")], tmp_path / "local")
+    remote = module(["s3://corpora/texts/inaugural/"], tmp_path / "remote")
+    assert [p.name for p in remote.files] == [p.name for p in files]  # README.md is not corpus text
+    local.setup("fit")
+    remote.setup("fit")
+    assert remote.meta["identity"] == local.meta["identity"]
+    globbed = module(["s3://corpora/texts/inaugural/190*.txt"], tmp_path / "remote")
+    assert [p.name for p in globbed.files] == [p.name for p in files if p.name.startswith("190")]
+    staged = remote.files[0]
+    mtime = staged.stat().st_mtime_ns
+    assert module(["s3://corpora/texts/inaugural/"], tmp_path / "remote").files[0].stat().st_mtime_ns == mtime
+    client.put_object(Bucket="corpora", Key=f"texts/inaugural/{staged.name}", Body=b"A new version. Of it.")
+    assert module(["s3://corpora/texts/inaugural/"], tmp_path / "remote").files[0].read_bytes() == b"A new version. Of it."
+    for url, message in [("s3://corpora/texts/missing.txt", "'s3://corpora/texts/missing.txt' does not exist"),
+                         ("s3://corpora/nothing/*.txt", "matches no objects"),
+                         ("s3://no-bucket/x.txt", "no bucket named 'no-bucket'")]:
+        with pytest.raises(CorpusError, match=message):
+            module([url], tmp_path / "remote").files  # noqa: B018
+    assert not list(Path(tmp_path / "remote").rglob("*.partial"))
