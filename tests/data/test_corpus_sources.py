@@ -130,3 +130,33 @@ def test_s3_inputs_are_staged_once_per_version(s3_server, data_dir, tmp_path):
         with pytest.raises(CorpusError, match=message):
             module([url], tmp_path / "remote").files  # noqa: B018
     assert not list(Path(tmp_path / "remote").rglob("*.partial"))
+
+
+@pytest.mark.slow
+def test_a_pretraining_run_reads_all_three_from_the_command_line(s3_server, data_dir, cache_dir, tmp_path):
+    """What a user types: one data.files list naming a Parquet file by its column, a datasets corpus and an
+    s3:// prefix."""
+    import boto3
+
+    from helpers import run_cli
+
+    docs = addresses(data_dir)
+    pq.write_table(pa.table({"content": [t for _, t in docs[:20]]}), tmp_path / "early.parquet")
+    (tmp_path / "hub_like").mkdir()
+    with open(tmp_path / "hub_like" / "train.jsonl", "w") as f:
+        f.writelines(json.dumps({"text": t}) + "\n" for _, t in docs[20:40])
+    client = boto3.session.Session().client("s3")
+    for i, (_, text) in enumerate(docs[40:]):
+        client.put_object(Bucket="corpora", Key=f"late/{i:02d}.txt", Body=text.encode())
+    files = (f"data.files=[{{path: {tmp_path / 'early.parquet'}, text_column: content}}, "
+             f"{{dataset: {tmp_path / 'hub_like'}, split: train}}, s3://corpora/late/]")
+    result = run_cli(["+experiment=pretrain_tiny", files, "data.tokenizer.vocab_size=2000", "trainer.max_steps=4",
+                      "trainer.val_check_interval=4", "trainer.limit_val_batches=1", "logger=csv",
+                      f"hydra.run.dir={tmp_path / 'run'}"], env={"BERT_EXP_CACHE": str(cache_dir)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["status"] == "finished" and info["global_step"] == 4
+    # the inputs hashed as the files read: the Parquet file, the staged shard, the staged s3 objects
+    read = sorted(info["data_checksums"])
+    assert len(read) == 2 + len(docs[40:]) and str(tmp_path / "early.parquet") in read
+    assert sum("/inputs/datasets/" in p for p in read) == 1 and sum("/inputs/s3/corpora/late/" in p for p in read) > 1
