@@ -26,7 +26,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from ..errors import UserError  # noqa: E402
 from ..runner.run_dir import run_state  # noqa: E402
+from .run_info import job_labels, read_info  # noqa: E402
 from .sweep import job_dirs, summarize, write_summary  # noqa: E402
+from .table import runs_table  # noqa: E402
 
 
 def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -74,20 +76,6 @@ def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def read_info(run_dir: Path) -> dict:
-    """run.json ({} when absent); UserError naming the file when it is not JSON."""
-    path = run_dir / "run.json"
-    if not path.is_file():
-        return {}
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise UserError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(info, dict):
-        raise UserError(f"{path}: not a run record (a JSON object)")
-    return info
-
-
 def run_report(run_dir: Path, out: Path) -> Path:
     info = read_info(run_dir)
     curves = read_curves(run_dir)
@@ -119,13 +107,6 @@ def _numeric(value: str):
         return float(value)
     except ValueError:
         return value
-
-
-def _job_labels(runs: list[dict]) -> list[str]:
-    """Each job's overrides that differ between jobs (seed included), e.g. ``optim.optimizer.lr=1e-3 seed=2``."""
-    overrides = [[o for o in run.get("overrides", []) if not o.startswith("hydra.")] for run in runs]
-    varying = {o for job in overrides for o in job if sum(o in other for other in overrides) < len(overrides)}
-    return [" ".join(o for o in job if o in varying) for job in overrides]
 
 
 def sweep_report(sweep_dir: Path, out: Path) -> Path:
@@ -168,7 +149,7 @@ def sweep_report(sweep_dir: Path, out: Path) -> Path:
         plt.close(fig)
         images.append(path)
     fig, ax = plt.subplots(figsize=(7, 4))  # every job's validation curve of the monitored metric
-    for job_dir, label in zip(directories, _job_labels(runs)):
+    for job_dir, label in zip(directories, job_labels(runs)):
         try:
             curve = read_curves(job_dir).get(monitor)
         except UserError:
@@ -235,8 +216,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, help="with --table: also write the table to this file")
     args = parser.parse_args(argv)
     if args.table:
-        from .table import runs_table
-
         try:
             table = runs_table(args.directory, [c for c in args.columns.split(",") if c])
         except UserError as err:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UserError
+from .run_info import job_labels, read_info
 
 DEFAULT_COLUMNS = ("global_step", "throughput.tokens_per_sec")
 
@@ -41,9 +42,6 @@ def _cell(value) -> str:
 
 
 def runs_table(run_dirs: list[Path], columns: list[str] | None = None) -> str:
-    from .report import _job_labels, read_info  # the report's reader (one error naming a damaged run.json)
-    # and its label of a job: the overrides not every run shares
-
     columns = list(columns or [])
     infos = []
     for run_dir in run_dirs:
@@ -55,7 +53,7 @@ def runs_table(run_dirs: list[Path], columns: list[str] | None = None) -> str:
         monitors = [info.get("monitor") for info in infos if info.get("monitor")]
         columns = [*DEFAULT_COLUMNS, *dict.fromkeys(monitors)]
     lines = ["| run | overrides | " + " | ".join(columns) + " |", "|---|---|" + "---:|" * len(columns)]
-    for run_dir, info, label in zip(run_dirs, infos, _job_labels(infos)):
+    for run_dir, info, label in zip(run_dirs, infos, job_labels(infos)):
         cells = [_cell(value_at(info, c)) for c in columns]
         lines.append(f"| {Path(run_dir).name} | {('`' + label + '`') if label else ''} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
