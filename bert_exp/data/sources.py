@@ -160,7 +160,11 @@ def stage_dataset(source: DatasetSource, root: Path) -> list[Path]:
 
 
 def _open_streaming(source: DatasetSource):
-    import datasets
+    try:
+        import datasets
+    except ImportError:
+        raise CorpusError(f"data.files: {source}: reading a datasets corpus needs the datasets package: "
+                          "pip install 'bert_exp[datasets]'") from None
 
     try:
         return datasets.load_dataset(source.dataset, source.name, split=source.split, revision=source.revision,

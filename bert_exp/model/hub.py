@@ -7,6 +7,7 @@ in every HuggingFace tool; the snapshot directory then loads as a local director
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?(@[\w./-]+)?$")
 _LOCAL_SUFFIXES = (".ckpt", ".safetensors", ".bin", ".pt", ".json", ".txt")
 CONFIG = "config.json"
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # the first the repository has is fetched
+SHARD_INDEX = "model.safetensors.index.json"  # else a sharded model: this index and the files it names
 VOCABULARY = ("vocab.txt", "tokenizer.json")
 OPTIONAL = ("tokenizer_config.json",)
 
@@ -100,8 +102,13 @@ def fetch(repo_id: str, revision: str | None = None) -> HubModel:
         ) from None
     commit = config.parent.name  # files land in snapshots/<commit>/
     if _first_present(repo_id, WEIGHTS, commit) is None:
-        raise CheckpointError(f"{where}: the model has neither {' nor '.join(WEIGHTS)} "
-                              "(sharded or TensorFlow-only weights are not read)")
+        index = _first_present(repo_id, (SHARD_INDEX,), commit)  # a sharded model: the index, then its files
+        if index is None:
+            raise CheckpointError(f"{where}: the model has neither {' nor '.join(WEIGHTS)} nor {SHARD_INDEX} "
+                                  "(TensorFlow- or Flax-only weights are not read)")
+        for name in sorted(set(json.loads(index.read_text())["weight_map"].values())):
+            if _first_present(repo_id, (name,), commit) is None:
+                raise CheckpointError(f"{where}: {SHARD_INDEX} names {name}, which the model lacks")
     _first_present(repo_id, VOCABULARY, commit)  # a model without one takes the data's vocabulary
     for name in OPTIONAL:
         _first_present(repo_id, (name,), commit)
@@ -113,5 +120,11 @@ def local_source(source: str | Path) -> tuple[Path, HubModel | None]:
     name = hub_name(source)
     if name is None:
         return Path(source).expanduser(), None
-    model = fetch(*name)
+    try:
+        model = fetch(*name)
+    except CheckpointError as err:
+        if str(source).startswith(PREFIX):
+            raise
+        # a bare name: perhaps a local path with a typo
+        raise CheckpointError(f"{source}: no such local directory or file, nor a Hub model: {err}") from None
     return model.path, model

@@ -95,7 +95,9 @@ def unknown_choice(args: list[str]) -> str | None:
         if key not in folders or not value or arg.startswith("~"):
             continue
         options = sorted(p.stem for p in folders[key].glob("*.yaml"))
-        for choice in value.split(","):  # a multirun sweeps over several
+        # a multirun sweeps over several (a,b); a list ([csv,wandb]) chooses several at once
+        for choice in value.strip("[]").split(","):
+            choice = choice.strip()
             if choice and choice not in options:
                 near = difflib.get_close_matches(choice, options, n=3, cutoff=0.6)
                 hint = f"; did you mean {' or '.join(near)}?" if near else ""

@@ -4,6 +4,7 @@ the same run offline from the warm cache, and one line for each way a name fails
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from huggingface_hub import constants
@@ -21,7 +22,11 @@ def hub(tmp_path, monkeypatch):
     weightless = tmp_path / "weightless"
     weightless.mkdir()
     shutil.copy(model / "config.json", weightless / "config.json")
-    with LocalHub({"acme/bert-tiny": model, "bert-tiny": model, "acme/weightless": weightless}) as server:
+    from bert_exp.model.hf import save_hf_directory
+
+    sharded = save_hf_directory(load_checkpoint(model), tmp_path / "sharded", max_shard_bytes=200_000)
+    with LocalHub({"acme/bert-tiny": model, "bert-tiny": model, "acme/weightless": weightless,
+                   "acme/sharded": sharded}) as server:
         # in this process (the CLI runs read the same variables from their environment)
         monkeypatch.setattr(constants, "ENDPOINT", server.url)
         monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
@@ -53,6 +58,9 @@ def test_a_hub_name_loads_as_its_directory_does(hub, tmp_path):
     assert ckpt.extra["hub"] == {"repo_id": "acme/bert-tiny", "revision": None,
                                  "commit": hub.commits["acme/bert-tiny"]}
     assert str(tmp_path / "hf_home" / "hub") in ckpt.source  # huggingface_hub's cache, not ours
+    shards = load_checkpoint("hf:acme/sharded")  # transformers' sharded layout: the index and every file it names
+    assert (ckpt.source != shards.source and len(list(Path(shards.source).glob("model-*.safetensors"))) > 1
+            and all((shards.state_dict[k] == v).all() for k, v in local.state_dict.items() if k in shards.state_dict))
     path, record = local_source(f"hf:acme/bert-tiny@{hub.commits['acme/bert-tiny']}")
     assert path.name == hub.commits["acme/bert-tiny"] and record.revision == hub.commits["acme/bert-tiny"]
 
@@ -63,8 +71,11 @@ def test_each_failure_is_one_line(hub, monkeypatch):
     with pytest.raises(CheckpointError, match=r"^hf:acme/bert-tiny@v9: the model has no revision 'v9'"):
         load_checkpoint("hf:acme/bert-tiny@v9")
     with pytest.raises(CheckpointError, match=r"^hf:acme/weightless: the model has neither model.safetensors "
-                                              "nor pytorch_model.bin"):
+                                              "nor pytorch_model.bin nor model.safetensors.index.json"):
         load_checkpoint("hf:acme/weightless")
+    with pytest.raises(CheckpointError, match=r"^outputs/run1: no such local directory or file, nor a Hub model: "
+                                              r"hf:outputs/run1: no such model"):
+        load_checkpoint("outputs/run1")  # a local path with a typo reads as a Hub name: the error says both
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # nothing cached yet
     with pytest.raises(CheckpointError, match=r"^hf:bert-tiny: not in the Hub cache .* HF_HUB_OFFLINE is set"):
         load_checkpoint("hf:bert-tiny")

@@ -57,6 +57,8 @@ def test_a_mistyped_preset_or_option_is_one_line_with_the_nearest_names(tmp_path
 
     assert "did you mean pretrain_tiny" in unknown_choice(["+experiment=pretrain_tinyy"])
     assert "hardware=cpux: no such option; did you mean cpu?" in unknown_choice(["+experiment=pretrain_tiny", "hardware=cpux"])
+    assert unknown_choice(["+experiment=pretrain_tiny", "logger=[csv,tensorboard]"]) is None  # several loggers at once
+    assert "logger=wandbx: no such option" in unknown_choice(["logger=[csv, wandbx]"])
     assert "sweeps=cola_grid" in unknown_choice(["-m", "+sweeps=cola_grid"])
     assert "seed=1,x" not in (unknown_choice(["-m", "model=tiny,mini,minni"]) or "") and \
         "model=minni" in unknown_choice(["-m", "model=tiny,mini,minni"])
