@@ -1,9 +1,9 @@
-"""HuggingFace interop: a BERT, ALBERT or ELECTRA directory (config.json, safetensors or pytorch_model.bin,
-vocab) read into one :class:`Checkpoint` with HuggingFace BERT parameter names, and
-:func:`save_hf_directory`, which writes one back out (as BERT, or as ALBERT or ELECTRA where the model
-is one of those: bert_exp/model/hf_albert_electra.py) so that transformers loads it with no missing or
-unexpected keys. Our own Lightning ``.ckpt`` files are read next to the code that writes them:
-bert_exp/tasks/checkpoints.py."""
+"""HuggingFace interop: a BERT, ALBERT or ELECTRA directory (config.json, safetensors (one file, or shards
+with model.safetensors.index.json) or pytorch_model.bin, vocab) read into one :class:`Checkpoint` with
+HuggingFace BERT parameter names, and :func:`save_hf_directory`, which writes one back out (as BERT, or
+as ALBERT or ELECTRA where the model is one of those: bert_exp/model/hf_albert_electra.py) so that
+transformers loads it with no missing or unexpected keys. Our own Lightning ``.ckpt`` files are read next
+to the code that writes them: bert_exp/tasks/checkpoints.py."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ ACTIVATIONS_IN = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": 
 ACTIVATIONS_OUT = {"gelu": "gelu", "gelu_tanh": "gelu_new"}
 # aliases of other parameters in our models (tied): never written, never reported missing
 TIED_KEYS = ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias")
+WEIGHTS_NAME = "model.safetensors"
+# transformers' name for the map of a sharded model's tensors to its files (model-00001-of-00002.safetensors ...)
+SHARD_INDEX_NAME = "model.safetensors.index.json"
 
 
 @dataclass
@@ -78,14 +81,55 @@ def read_hf_config(path: Path) -> tuple[BertConfig, dict]:
     return BertConfig.from_dict({**values, "hidden_act": ACTIVATIONS_IN[act]}), values
 
 
+def read_shard_index(path: Path) -> dict[str, str]:
+    """The weight_map of a sharded safetensors directory (model.safetensors.index.json: tensor name -> file),
+    each file it names checked to be there."""
+    index_path = path / SHARD_INDEX_NAME
+    try:
+        weight_map = json.loads(index_path.read_text())["weight_map"]
+        names = set(weight_map.values())
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise CheckpointError(f"{index_path}: not a safetensors index (a JSON object with a weight_map of "
+                              "tensor names to files)") from None
+    missing = sorted(name for name in names if not (path / str(name)).is_file())
+    if missing or not names:
+        raise CheckpointError(f"{index_path} names {', '.join(missing) or 'no files'}, which {path} lacks")
+    return weight_map
+
+
+def shard_files(path: Path) -> list[Path]:
+    """The files of a sharded safetensors directory, in order of name."""
+    return [path / name for name in sorted(set(read_shard_index(path).values()))]
+
+
+def load_sharded_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    """A sharded safetensors model (transformers' layout: model.safetensors.index.json and the files its
+    weight_map names) as one state dict; a tensor in another file than the index says is an error."""
+    weight_map = read_shard_index(path)
+    state: dict[str, torch.Tensor] = {}
+    for name in sorted(set(weight_map.values())):
+        for key, value in load_file(path / name).items():
+            if weight_map.get(key) != name:
+                raise CheckpointError(f"{path / name} holds {key}, which {path / SHARD_INDEX_NAME} places "
+                                      f"{'in ' + weight_map[key] if key in weight_map else 'nowhere'}")
+            state[key] = value
+    absent = sorted(set(weight_map) - set(state))
+    if absent:
+        raise CheckpointError(f"{path / SHARD_INDEX_NAME} names tensors its files lack: {absent[:5]}")
+    return state
+
+
 def load_hf_directory(path: Path) -> Checkpoint:
     config, values = read_hf_config(path)
-    if (path / "model.safetensors").is_file():
-        state = load_file(path / "model.safetensors")
+    if (path / WEIGHTS_NAME).is_file():
+        state = load_file(path / WEIGHTS_NAME)
+    elif (path / SHARD_INDEX_NAME).is_file():
+        state = load_sharded_safetensors(path)
     elif (path / "pytorch_model.bin").is_file():
         state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
     else:
-        raise CheckpointError(f"{path} has config.json but neither model.safetensors nor pytorch_model.bin")
+        raise CheckpointError(f"{path} has config.json but neither model.safetensors nor pytorch_model.bin "
+                              f"(nor a sharded model's {SHARD_INDEX_NAME})")
     tokenizer = None
     if (path / "vocab.txt").is_file():
         vocab = read_vocab_file(path / "vocab.txt")
@@ -152,17 +196,24 @@ def check_exportable(ckpt: Checkpoint, family: str = "bert") -> None:
                               "and cannot be exported as one (bert_exp itself fine-tunes from the run directory or .ckpt)")
 
 
-def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
+def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path, dtype: torch.dtype | None = None,
+                      max_shard_bytes: int | None = None) -> Path:
     """Writes ``model.safetensors``, ``config.json``, the vocabulary and the tokenizer config: ``vocab.txt``
     for WordPiece (BertTokenizer), ``tokenizer.json`` alone for a byte-level BPE (no vocab.txt, which
     cannot hold its merges; transformers' AutoTokenizer loads it as a fast tokenizer). For an ELECTRA
-    model also the generator's, into ``generator/``."""
+    model also the generator's, into ``generator/``.
+
+    ``dtype`` casts the floating-point weights (torch.bfloat16 halves the files; None keeps the
+    checkpoint's). ``max_shard_bytes`` splits weights larger than that into shards as transformers does
+    (:func:`save_weights`)."""
     out = Path(out_dir)
     family = families.export_family(ckpt.config, ckpt.state_dict)
     check_exportable(ckpt, family)
     if out.exists() and any(out.iterdir()):
         raise CheckpointError(f"{out} exists and is not empty; choose a new directory (nothing is overwritten)")
     state = {k: v.detach().to("cpu").contiguous() for k, v in ckpt.state_dict.items() if not k.endswith(TIED_KEYS)}
+    if dtype is not None:
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     if ckpt.head in ("question_answering", "token_classification"):  # HuggingFace's have no pooler
         state = {k: v for k, v in state.items() if not k.startswith("bert.pooler.")}
     weight = state.get("classifier.weight", state.get("qa_outputs.weight"))
@@ -182,13 +233,43 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path) -> Path:
     else:
         files = {"": (state, hf_config_dict(ckpt))}
     for sub, (tensors, values) in files.items():
-        _write_directory(ckpt, out / sub, tensors, values)
+        _write_directory(ckpt, out / sub, tensors, values, max_shard_bytes)
     return out
 
 
-def _write_directory(ckpt: Checkpoint, out: Path, state: dict[str, torch.Tensor], values: dict) -> None:
+def save_weights(state: dict[str, torch.Tensor], out: Path, max_shard_bytes: int | None = None) -> list[Path]:
+    """``model.safetensors``; or, where the tensors take more than ``max_shard_bytes``, transformers' sharded
+    layout: ``model-00001-of-0000N.safetensors`` ... (tensors in their order, a shard closed before the
+    tensor that would take it past the limit; a tensor larger than the limit gets a shard of its own)
+    and ``model.safetensors.index.json`` naming each tensor's file. Returns the files written."""
+    metadata = {"format": "pt"}
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for key, value in state.items():
+        nbytes = value.numel() * value.element_size()
+        if max_shard_bytes is not None and shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][key] = value
+        size += nbytes
+    if len(shards) == 1:
+        save_file(state, str(out / WEIGHTS_NAME), metadata=metadata)
+        return [out / WEIGHTS_NAME]
+    weight_map, written = {}, []
+    for number, shard in enumerate(shards, 1):
+        name = f"model-{number:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, str(out / name), metadata=metadata)
+        weight_map.update(dict.fromkeys(shard, name))
+        written.append(out / name)
+    total = sum(v.numel() * v.element_size() for v in state.values())
+    write_json(out / SHARD_INDEX_NAME, {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
+    return [*written, out / SHARD_INDEX_NAME]
+
+
+def _write_directory(ckpt: Checkpoint, out: Path, state: dict[str, torch.Tensor], values: dict,
+                     max_shard_bytes: int | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_weights(state, out, max_shard_bytes)
     write_json(out / "config.json", values, indent=2, sort_keys=True)
     specials = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                 "mask_token": "[MASK]"}

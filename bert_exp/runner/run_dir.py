@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import csv
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -70,20 +71,33 @@ def check_fresh_run_dir(run_dir: Path) -> None:
 
 
 def weights_file(source: str | Path) -> Path | None:
-    """The file a model was initialised from: a .ckpt, or a HuggingFace directory's weights."""
+    """The file a model was initialised from: a .ckpt, or a HuggingFace directory's weights (the index of
+    a sharded one: :func:`weights_sha256` hashes its shards)."""
+    from ..model.hf import SHARD_INDEX_NAME, WEIGHTS_NAME
+
     path = Path(source)
     if path.is_file():
         return path
-    for name in ("model.safetensors", "pytorch_model.bin"):
+    for name in (WEIGHTS_NAME, SHARD_INDEX_NAME, "pytorch_model.bin"):
         if (path / name).is_file():
             return path / name
     return None
 
 
 def weights_sha256(source: str | Path) -> str | None:
+    """The sha256 of the weights file; for sharded weights, of the shards' names and sha256s together."""
+    from ..model.hf import SHARD_INDEX_NAME, shard_files
+
     path = weights_file(source)
     if path is None:
         return None
+    if path.name == SHARD_INDEX_NAME:
+        parts = [f"{shard.name} {_file_sha256(shard)}" for shard in shard_files(path.parent)]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    return _file_sha256(path)
+
+
+def _file_sha256(path: Path) -> str:
     stat = path.stat()
     return _sha256_of(path.resolve(), stat.st_size, stat.st_mtime_ns)
 

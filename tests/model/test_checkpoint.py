@@ -112,6 +112,37 @@ def test_hf_directory_round_trip_through_the_export_command(tmp_path, capsys):
     assert "not empty" in capsys.readouterr().err
 
 
+def test_bf16_export_in_shards_loads_back_here_and_in_transformers(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from bert_exp.runner.run_dir import weights_sha256
+
+    out = tmp_path / "out"
+    assert export_main([str(MINILM), str(out), "--dtype", "bf16", "--max-shard-size", "4MB"]) == 0
+    shards = sorted(out.glob("model-*.safetensors"))
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert not (out / "model.safetensors").exists() and len(shards) > 2
+    assert sorted(set(index["weight_map"].values())) == [shard.name for shard in shards]
+    for shard in shards:  # within the limit, but for a tensor larger than it alone (the word embeddings)
+        tensors = load_file(shard)
+        assert len(tensors) == 1 or sum(t.numel() * t.element_size() for t in tensors.values()) <= 4 << 20
+    original, exported = load_checkpoint(MINILM), load_checkpoint(out)
+    assert original.config == exported.config and original.vocab == exported.vocab
+    assert set(original.state_dict) == set(exported.state_dict)
+    for key, value in original.state_dict.items():
+        assert torch.equal(value.to(torch.bfloat16), exported.state_dict[key]), key
+    theirs, info = transformers.BertModel.from_pretrained(out, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    # a model initialised from it records one sha256 of all its shards, which changes with any of them
+    recorded = weights_sha256(out)
+    tensors = load_file(shards[-1])
+    save_file({k: v + 1 for k, v in tensors.items()}, str(shards[-1]), metadata={"format": "pt"})
+    assert recorded and weights_sha256(out) != recorded
+    shards[0].unlink()
+    with pytest.raises(CheckpointError, match=f"names {shards[0].name}, which .* lacks"):
+        load_checkpoint(out)
+
+
 def test_pytorch_model_bin_and_tokenizer_json(tmp_path):
     directory = tmp_path / "bin"
     directory.mkdir()

@@ -138,8 +138,12 @@ def test_the_gpu_budget_preset_is_the_cpu_recipe_on_one_gpu():
     gpu = compose_config(["+experiment=pretrain_budget_gpu"])
     assert (gpu.trainer.accelerator, gpu.trainer.devices, gpu.trainer.budget) == ("gpu", 1, "10m")
     assert (gpu.global_batch_size, gpu.data.instances.max_seq_length) == (128, 128)
-    for key in ("model", "task", "optim", "precision"):
+    for key in ("task", "optim", "precision"):
         assert gpu[key] == cpu[key], key
-    for key in ("files", "tokenizer", "objective", "packing", "masking"):
+    # BERT's post-LN (the GPU run it rests on; exportable as a HuggingFace BERT), else the same model
+    assert (gpu.model.layer_norm_position, cpu.model.layer_norm_position) == ("post", "pre")
+    assert {**gpu.model, "layer_norm_position": "pre"} == {**cpu.model}
+    for key in ("tokenizer", "objective", "packing", "masking"):
         assert gpu.data[key] == cpu.data[key], key
-    assert {**gpu.data.instances, "max_seq_length": 64} == {**cpu.data.instances}
+    assert [Path(f).name for f in gpu.data.files] == ["part*.txt.xz"] and "wikipedia" in gpu.data.files[0]
+    assert {**gpu.data.instances, "max_seq_length": 64} == {**cpu.data.instances}  # both blank-line documents
