@@ -79,7 +79,8 @@ def read_squad(path: str | Path, articles: list[int | None] | None = None) -> li
                              and isinstance(answer.get("answer_start"), int), f"{where}.answers[{n}]",
                              "needs 'text' and an integer 'answer_start'")
                     start = answer["answer_start"]
-                    _require(context[start:start + len(answer["text"])] == answer["text"], f"{where}.answers[{n}]",
+                    _require(context[start:start + len(answer["text"])] == answer["text"],
+                             f"{where}.answers[{n}] (question id {qa['id']})",
                              f"answer_start {start} does not point at {answer['text']!r} in the context")
                 examples.append(SquadExample(str(qa["id"]), qa["question"], context,
                                              [] if impossible else answers, impossible, article.get("title", "")))

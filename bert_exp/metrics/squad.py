@@ -119,3 +119,19 @@ def evaluate_v2(examples, predictions: dict[str, str], na_probs: dict[str, float
         result["best_exact"], result["best_exact_thresh"] = _best_threshold(predictions, exact_raw, na_probs, has_answer)
         result["best_f1"], result["best_f1_thresh"] = _best_threshold(predictions, f1_raw, na_probs, has_answer)
     return result
+
+
+def v2_summary(metrics: dict, threshold: float) -> str | None:
+    """The line a SQuAD 2.0 run ends with: F1 and EM at the configured null-score threshold, overall and
+    for the answerable (HasAns) and unanswerable (NoAns) questions, then the official script's best F1
+    and its threshold, which are tuned on the same questions (so not the headline)."""
+    m = {key.removeprefix("val/"): value for key, value in metrics.items()}
+    if not all(f"{part}_f1" in m for part in ("HasAns", "NoAns")):
+        return None
+    line = (f"SQuAD 2.0 at null-score threshold {threshold:g}: F1 {m['f1']:.2f}, EM {m['exact_match']:.2f} "
+            f"(HasAns F1 {m['HasAns_f1']:.2f}, EM {m['HasAns_exact']:.2f}; NoAns F1 {m['NoAns_f1']:.2f}, "
+            f"EM {m['NoAns_exact']:.2f})")
+    if "best_f1" in m:
+        line += (f"; best F1 {m['best_f1']:.2f} at threshold {m['best_f1_thresh']:.3g}, tuned on these same "
+                 "questions (the official script's best_f1)")
+    return line

@@ -1,4 +1,4 @@
-"""``python -m bert_exp.evaluate SOURCE [SOURCE ...] [--seeds 3] [--tasks sst2 cola squad pos] [--out DIR]``:
+"""``python -m bert_exp.evaluate SOURCE [SOURCE ...] [--seeds 3] [--tasks sst2 cola squad pos [squad_v2]] [--out DIR]``:
 the downstream suite. Every source is fine-tuned on each task with that task's fixed recipe
 (``conf/experiment/suite_<task>.yaml``) and several seeds; one table (Markdown, CSV and a PNG) gives each
 source's mean ± standard deviation per task and an average score.
@@ -29,6 +29,7 @@ TASKS = {
     "sst2": ("val/acc", "SST-2 acc", 100.0),
     "cola": ("val/mcc", "CoLA MCC", 100.0),
     "squad": ("val/f1", "SQuAD-local F1", 1.0),
+    "squad_v2": ("val/f1", "SQuAD2-local F1", 1.0),  # at the fixed null-score threshold, not the tuned best_f1
     "pos": ("val/test/accuracy", "UD POS test acc", 100.0),  # ParTUT has a test set: scored there, not on dev
 }
 DEFAULT_TASKS = ("sst2", "cola", "squad", "pos")

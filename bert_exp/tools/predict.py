@@ -7,7 +7,9 @@ SOURCE is a run directory, a ``.ckpt`` of ours, an exported directory or a Huggi
   file with two columns), or the value of a regression head;
 * question answering: ``--question Q --context C`` (or a SQuAD-format JSON, or JSONL of
   {question, context}): the answer with its character offsets, score and n-best, windows over long
-  contexts as in training (``--doc-stride``);
+  contexts as in training (``--doc-stride``). A SQuAD 2.0 model (a run with ``data.version_2``, or
+  ``--null-threshold T``) answers "" (``no_answer``) when its null score beats the best span by more than
+  the threshold; ``null_odds`` (null score - best span score) is shown either way;
 * token classification: a label for every word (on its first sub-token, as in training) and the entity
   spans (CoNLL rules); long texts in windows, every word scored once.
 
@@ -62,6 +64,18 @@ def _model_source(source: str | Path) -> Path:
             raise CheckpointError(f"{path} is not a model: give a run directory, a .ckpt file, or a directory "
                                   "with config.json (an exported or HuggingFace BERT model)")
     return path
+
+
+def run_null_threshold(source: str | Path) -> float | None:
+    """The null-score threshold of a SQuAD 2.0 run (its run.json: data.version_2 and
+    data.null_score_diff_threshold), for a run directory or a .ckpt inside one; None otherwise."""
+    path = Path(source).expanduser()
+    run_dir = path.parent.parent if path.suffix == ".ckpt" else path
+    try:
+        data = json.loads((run_dir / "run.json").read_text())["config"]["data"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(data.get("null_score_diff_threshold", 0.0)) if data.get("version_2") else None
 
 
 def feature_layers(ckpt: Checkpoint) -> str:
@@ -146,7 +160,9 @@ class Predictor:
     def __init__(self, source: str | Path, device: str | None = None, precision: str = "auto",
                  batch_size: int = 32, max_length: int | None = None, top_k: int = 5, doc_stride: int = 128,
                  max_query_length: int = 64, n_best_size: int = 20, max_answer_length: int = 30,
-                 truncation: bool = True, warn=None):
+                 truncation: bool = True, warn=None, null_threshold: float | None = None):
+        """``null_threshold``: answer "" when the null score beats the best span by more than this (SQuAD
+        2.0); None takes it from the run (a v2.0 run's data.null_score_diff_threshold), else never."""
         if precision not in PRECISIONS:
             raise PredictError(f"precision {precision!r} is not one of {PRECISIONS}")
         self.ckpt = load_checkpoint(_model_source(source))
@@ -167,6 +183,7 @@ class Predictor:
         self.batch_size, self.top_k, self.truncation = batch_size, top_k, truncation
         self.doc_stride, self.max_query_length = doc_stride, max_query_length
         self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
+        self.null_threshold = null_threshold if null_threshold is not None else run_null_threshold(source)
         self.qa_length = min(max_length or 384, positions)
         self.warn = warn or (lambda message: print(f"warning: {message}", file=sys.stderr))
         self.progress = None  # a callable(n) told how many inputs are done (the CLI's progress bar)
@@ -362,10 +379,12 @@ class Predictor:
             return list(zip(start.float().cpu().numpy(), end.float().cpu().numpy()))
 
         by_example: dict[int, list] = {}
+        null_scores: dict[int, float] = {}  # the smallest [CLS] score over an example's windows (as in training)
         for f, (start, end) in zip(features, self._run(features, fn)):
             squad_feature = f.extra["squad"]
             n = len(squad_feature.input_ids)
             start, end = start[:n], end[:n]
+            null_scores[f.index] = min(null_scores.get(f.index, float("inf")), float(start[0] + end[0]))
             in_context = np.array([o is not None for o in squad_feature.offsets])
             log_start = _log_softmax_where(start, in_context)
             log_end = _log_softmax_where(end, in_context)
@@ -382,7 +401,14 @@ class Predictor:
                     spans.append({"answer": example.context[a:b], "start": a, "end": b, "score": score,
                                   "logit": logit})
             best = spans[0] if spans else {"answer": "", "start": 0, "end": 0, "score": 0.0, "logit": None}
-            results.append({"id": example.qid, "question": example.question, **best, "n_best": spans[:k]})
+            result = {"id": example.qid, "question": example.question, **best}
+            if self.null_threshold is not None:  # SQuAD 2.0: the null score against the best span
+                odds = null_scores[n] - best["logit"] if spans else float("inf")
+                result["null_odds"] = odds if spans else None
+                result["no_answer"] = odds > self.null_threshold
+                if result["no_answer"]:
+                    result.update(answer="", start=0, end=0)
+            results.append({**result, "n_best": spans[:k]})
         return results
 
     def tag(self, texts: list[str], window_context: int = 16) -> list[dict]:
@@ -577,6 +603,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--doc-stride", type=int, default=128, help="QA: tokens between window starts (128)")
     p.add_argument("--max-query-length", type=int, default=64)
     p.add_argument("--max-answer-length", type=int, default=30)
+    p.add_argument("--null-threshold", type=float, help="QA, SQuAD 2.0: answer \"\" when the null score beats the "
+                   "best span by more than this (default: a v2.0 run's own; other models never)")
     p.add_argument("--precision", choices=PRECISIONS, default="auto",
                    help="bf16: autocast (CPUs with AMX, recent GPUs); auto: bf16 on such a GPU, fp32 elsewhere")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda when present)")
@@ -612,7 +640,8 @@ def main(argv: list[str] | None = None) -> int:
         inputs = gather_inputs(args)
         predictor = Predictor(args.source, args.device, args.precision, args.batch_size, args.max_length,
                               args.top_k, args.doc_stride, args.max_query_length,
-                              max_answer_length=args.max_answer_length, truncation=not args.no_truncation)
+                              max_answer_length=args.max_answer_length, truncation=not args.no_truncation,
+                              null_threshold=args.null_threshold)
         progress = None
         if args.file:
             from tqdm import tqdm

@@ -203,7 +203,7 @@ def test_v2_features_and_evaluation(data_dir, tmp_path, tokenizer):
     (lambda d: d["data"][0]["paragraphs"][0].pop("context"), r"data\[0\].paragraphs\[0\]: missing or empty 'context'"),
     (lambda d: d["data"][0]["paragraphs"][0]["qas"][1].pop("question"), r"data\[0\].paragraphs\[0\].qas\[1\]: missing 'question'"),
     (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=3),
-     r"qas\[0\].answers\[0\]: answer_start 3 does not point at"),
+     r"qas\[0\].answers\[0\] \(question id \w+\): answer_start 3 does not point at"),
     (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].update(answers=[]), r"no answers and not is_impossible"),
     (lambda d: d.pop("data"), r'expected \{"data": \[...\]\}'),
 ])

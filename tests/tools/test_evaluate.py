@@ -91,7 +91,7 @@ def test_suite_runs_a_checkpoint_and_scratch_in_its_shape(data_dir, tmp_path, mo
     assert "weights have changed" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("task", ["sst2", "cola", "squad", "pos"])
+@pytest.mark.parametrize("task", ["sst2", "cola", "squad", "pos", "squad_v2"])
 def test_each_task_scores_a_set_its_recipe_validates_on(task, tmp_path):
     """The metric the table reads is one the task's recipe logs: POS on its test set (val/test/...), the
     others on their first validation set."""
@@ -106,6 +106,8 @@ def test_each_task_scores_a_set_its_recipe_validates_on(task, tmp_path):
         assert parts[1] in cfg.data.val_files and parts[1] == "test"
     else:
         assert metric == cfg.task.monitor
+    if task == "squad_v2":  # the 4 articles the 12 it trains on leave out, scored as v2.0
+        assert cfg.data.version_2 and list(cfg.data.train_articles) == [0, 12] and list(cfg.data.val_articles) == [12, None]
 
 
 @pytest.mark.parametrize("task", ["sst2", "cola"])

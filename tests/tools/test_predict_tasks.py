@@ -201,3 +201,44 @@ def test_question_answering_over_windows_agrees_with_evaluation(tmp_path, capsys
     for i, record in enumerate(records):
         assert record["answer"] == expected[str(i)] == context[record["start"]:record["end"]]
         assert record["answer"] and len(record["n_best"]) == 5
+
+
+def test_a_squad_v2_run_answers_no_answer_with_its_null_odds(tmp_path, capsys):
+    """A v2.0 run (run.json: data.version_2) answers "" where the null score beats the best span by more than
+    its data.null_score_diff_threshold, shows null_odds either way, and agrees with the evaluation's v2.0
+    post-processing of the same logits; --null-threshold sets another threshold."""
+    from bert_exp.data.squad import SquadExample, make_features, postprocess
+    from bert_exp.tasks import QuestionAnsweringModule
+
+    torch.manual_seed(1)
+    module = QuestionAnsweringModule(TINY, optim=OptimSettings(partial(torch.optim.AdamW)), vocabulary=Vocabulary(VOCAB)).eval()
+    with torch.no_grad():
+        module.model.qa_outputs.weight.normal_(0, 2)
+    run_dir = tmp_path / "squad_v2_run"
+    save_ckpt(module, run_dir / "checkpoints" / "last.ckpt")
+    context = "the cat sat on the mat , and the dog ran under the table ."
+    questions = ["where is the cat ?", "who ran ?", "is john big ?", "what is new york ?"]
+    predictor = Predictor(run_dir, max_length=32)
+    assert predictor.null_threshold is None  # no run.json: a v1.1 model, never "no answer"
+    assert "null_odds" not in predictor.answer(questions[:1], [context])[0]
+    examples = [SquadExample(str(i), q, context, []) for i, q in enumerate(questions)]
+    features = make_features(examples, predictor.tokenizer, 32, 128, 64, labels=False)
+    with torch.no_grad():
+        logits = [module.model(torch.tensor([f.input_ids]), torch.tensor([f.token_type_ids]),
+                               torch.ones(1, len(f.input_ids), dtype=torch.long)) for f in features]
+    starts, ends = [s[0].numpy() for s, _ in logits], [e[0].numpy() for _, e in logits]
+    _, odds = postprocess(examples, features, starts, ends, version_2=True)
+    threshold = sorted(odds.values())[1] + 1e-4  # between the second and third: two answers, two "no answer"
+    expected, _ = postprocess(examples, features, starts, ends, version_2=True, null_score_diff_threshold=threshold)
+    (run_dir / "run.json").write_text(json.dumps({"config": {"data": {"version_2": True,
+                                                                       "null_score_diff_threshold": threshold}}}))
+    results = Predictor(run_dir, max_length=32).answer(questions, [context] * len(questions))
+    assert [r["answer"] for r in results] == [expected[str(i)] for i in range(len(questions))]
+    assert sorted(r["no_answer"] for r in results) == [False, False, True, True]
+    assert [r["null_odds"] for r in results] == pytest.approx([odds[str(i)] for i in range(len(questions))], abs=1e-4)
+    assert all(r["n_best"] for r in results)  # the spans it passed over are still shown
+    args = [str(run_dir), "--max-length", "32"]
+    for q in questions:
+        args += ["--question", q, "--context", context]
+    assert predict_main([*args, "--null-threshold", "1e9"]) == 0
+    assert not any(json.loads(line)["no_answer"] for line in capsys.readouterr().out.splitlines())

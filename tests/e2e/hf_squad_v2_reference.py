@@ -1,0 +1,191 @@
+"""SQuAD 2.0 side by side: bert_exp's ``squad_v2_minilm_local`` run and transformers'
+``AutoModelForQuestionAnswering`` fine-tuned from the same checkpoint, with the same recipe, on the same
+windows, in one run of this script; both scored with the official v2.0 metric (``bert_exp.metrics.squad``,
+which ``tests/data/test_squad_v2_official.py`` holds equal to ``evaluate-v2.0.py``).
+
+Same on both sides: all-MiniLM-L6-v2, the split (data=squad_v2_local: 12 articles of dev-v2.0-half.json to
+train, the last 4 to score), the windows (``bert_exp.data.squad.make_features``: the question, then windows
+of the context ``--doc-stride`` apart; unanswerable questions and answers outside a window point at [CLS]),
+batch, epochs, AdamW (fused, eps 1e-6, weight decay 0.01 except biases and LayerNorm), 10 % linear warm-up
+then linear decay, clipping at 1.0, the precision, the seed. The transformers side is transformers' model
+and loss, a plain PyTorch loop, and the post-processing of transformers' question-answering example
+(``examples/pytorch/question-answering/utils_qa.py``: the null score is the smallest [CLS] score over the
+question's windows, the ``n_best`` starts x ends inside the context and at most ``max_answer_length`` long;
+"" when the null score beats the best span by more than the threshold). It does not use BERT's max-context
+rule (a span may start in any window holding it), which ours does.
+
+    python tests/e2e/hf_squad_v2_reference.py --out squad_v2_side_by_side.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def windows(data_dir: Path, max_length: int, doc_stride: int):
+    """The training windows and the evaluator (questions, windows, answer selection) bert_exp builds."""
+    from bert_exp.data import SquadDataModule
+    from bert_exp.resources import minilm_dir
+
+    path = str(data_dir / "squad" / "dev-v2.0-half.json")
+    dm = SquadDataModule(path, path, version_2=True, train_articles=[0, 12], val_articles=[12, None],
+                         max_seq_length=max_length, doc_stride=doc_stride, vocab_file=str(minilm_dir() / "vocab.txt"),
+                         download=False)
+    dm.setup("fit")
+    return dm.train_dataset.features, dm.evaluator
+
+
+def batches(features, size, order):
+    for start in range(0, len(order), size):
+        chunk = [features[i] for i in order[start:start + size]]
+        width = max(len(f["input_ids"]) for f in chunk)
+        batch = {"input_ids": torch.tensor([f["input_ids"] + [0] * (width - len(f["input_ids"])) for f in chunk]),
+                 "token_type_ids": torch.tensor([f["token_type_ids"] + [0] * (width - len(f["token_type_ids"]))
+                                                 for f in chunk]),
+                 "attention_mask": torch.tensor([[1] * len(f["input_ids"]) + [0] * (width - len(f["input_ids"]))
+                                                 for f in chunk])}
+        if "start_positions" in chunk[0]:
+            batch["start_positions"] = torch.tensor([f["start_positions"] for f in chunk])
+            batch["end_positions"] = torch.tensor([f["end_positions"] for f in chunk])
+        yield batch
+
+
+def example_postprocess(examples, features, starts, ends, n_best=20, max_answer_length=30, threshold=0.0):
+    """transformers' question-answering example's v2.0 post-processing (no max-context rule)."""
+    by_example = collections.defaultdict(list)
+    for i, feature in enumerate(features):
+        by_example[feature.example_index].append(i)
+    predictions, null_odds = {}, {}
+    for index, example in enumerate(examples):
+        null_score, spans = math.inf, []
+        for i in by_example[index]:
+            offsets, s, e = features[i].offsets, starts[i], ends[i]
+            null_score = min(null_score, float(s[0] + e[0]))
+            for a in np.argsort(s)[::-1][:n_best]:
+                for b in np.argsort(e)[::-1][:n_best]:
+                    if a >= len(offsets) or b >= len(offsets) or offsets[a] is None or offsets[b] is None:
+                        continue
+                    if b < a or b - a + 1 > max_answer_length:
+                        continue
+                    spans.append((float(s[a] + e[b]), example.context[offsets[a][0]:offsets[b][1]]))
+        spans = [span for span in spans if span[1]]
+        if not spans:
+            predictions[example.qid], null_odds[example.qid] = "", 1e9
+            continue
+        best_score, best_text = max(spans, key=lambda span: span[0])
+        diff = null_score - best_score
+        null_odds[example.qid] = diff
+        predictions[example.qid] = "" if diff > threshold else best_text
+    return predictions, null_odds
+
+
+def train_transformers(args, train, evaluator):
+    import transformers
+
+    from bert_exp.metrics.squad import evaluate_v2
+    from bert_exp.resources import minilm_dir
+
+    torch.manual_seed(args.seed)
+    model = transformers.AutoModelForQuestionAnswering.from_pretrained(str(minilm_dir()))
+    no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+    groups = [{"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)], "weight_decay": 0.01},
+              {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=args.lr, eps=1e-6, fused=True)
+    total = args.epochs * math.ceil(len(train) / args.batch_size)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * total), total)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed")
+    rng = random.Random(args.seed)
+    model.train()
+    tokens, started = 0, time.perf_counter()
+    for _ in range(args.epochs):
+        order = list(range(len(train)))
+        rng.shuffle(order)
+        for batch in batches(train, args.batch_size, order):
+            with autocast:
+                loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            tokens += int(batch["attention_mask"].sum())
+    train_seconds = time.perf_counter() - started
+    model.eval()
+    features = [{"input_ids": f.input_ids, "token_type_ids": f.token_type_ids} for f in evaluator.features]
+    starts, ends = [], []
+    with torch.no_grad(), autocast:
+        for batch in batches(features, 64, list(range(len(features)))):
+            out = model(**batch)
+            for row, (s, e) in enumerate(zip(out.start_logits.float().numpy(), out.end_logits.float().numpy())):
+                n = int(batch["attention_mask"][row].sum())
+                starts.append(s[:n])
+                ends.append(e[:n])
+    predictions, null_odds = example_postprocess(evaluator.examples, evaluator.features, starts, ends,
+                                                 evaluator.selection.n_best_size, evaluator.selection.max_answer_length)
+    scores = evaluate_v2(evaluator.examples, predictions, null_odds)
+    return {**scores, "train_tokens_per_sec": tokens / train_seconds, "train_seconds": train_seconds}
+
+
+def run_ours(args, run_dir: Path) -> dict:
+    from bert_exp.data.squad import read_squad
+    from bert_exp.metrics.squad import evaluate_v2
+
+    command = [sys.executable, "-m", "bert_exp", "+experiment=squad_v2_minilm_local", f"seed={args.seed}",
+               f"global_batch_size={args.batch_size}", f"trainer.max_epochs={args.epochs}",
+               f"optim.optimizer.lr={args.lr}", f"data.max_seq_length={args.max_length}",
+               f"data.doc_stride={args.doc_stride}", f"precision={args.precision}", "logger=csv",
+               f"hydra.run.dir={run_dir}"]
+    print("ours:", " ".join(command[1:]), flush=True)
+    subprocess.run(command, check=True, cwd=REPO)
+    info = json.loads((run_dir / "run.json").read_text())
+    examples = read_squad(Path(args.data_dir) / "squad" / "dev-v2.0-half.json", [12, None])
+    predictions = json.loads((run_dir / "predictions.json").read_text())
+    null_odds = json.loads((run_dir / "null_odds.json").read_text())
+    scores = evaluate_v2(examples, predictions, null_odds)  # the files, scored as the official script does
+    throughput = info["throughput"]
+    return {**scores, "train_tokens_per_sec": throughput["tokens_per_sec"], "train_seconds": throughput["train_seconds"]}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default=os.environ.get("BERT_EXP_DATA"))
+    parser.add_argument("--max-length", type=int, default=192)
+    parser.add_argument("--doc-stride", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--precision", choices=["32-true", "bf16-mixed"], default="bf16-mixed")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--run-dir", default="outputs/squad_v2_side_by_side", help="our run's directory")
+    parser.add_argument("--out")
+    args = parser.parse_args(argv)
+    ours = run_ours(args, Path(args.run_dir).resolve() / f"seed{args.seed}")
+    train, evaluator = windows(Path(args.data_dir), args.max_length, args.doc_stride)
+    print(f"transformers: {len(train)} training windows, {len(evaluator.features)} evaluation windows", flush=True)
+    theirs = train_transformers(args, train, evaluator)
+    keys = ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact", "best_f1", "best_f1_thresh",
+            "train_tokens_per_sec")
+    print("| | " + " | ".join(keys) + " |")
+    for name, scores in (("bert_exp", ours), ("transformers", theirs)):
+        print(f"| {name} | " + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"args": vars(args), "bert_exp": ours, "transformers": theirs}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
