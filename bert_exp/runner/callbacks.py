@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import collections
+
 import logging
+import math
 import os
 import random
 import signal
@@ -441,11 +444,17 @@ class MaskFill(L.Callback):
     """When a masked-LM pre-training ends, the model fills one [MASK] in each of a few held-out validation
     instances, shown beside the word that was there: what it learned, in words. A whole word of segment A
     near its middle is masked (a word of one piece, three or more letters); the prediction is the model's
-    top three. Printed by the first process and kept in run.json (``mask_fill``)."""
+    top three. Then figures for the same held-out text (15 % of the pieces of up to ``accuracy_instances``
+    instances, each replaced by [MASK], seeded): the share of masked pieces whose top guess is right, and
+    whose right piece is among the top 10, beside what always guessing the held-out text's most frequent
+    piece (its 10 most frequent) gets: the model's use of context, against frequency alone. Printed by the first
+    process and kept in run.json (``mask_fill``, ``masked_accuracy``)."""
 
-    def __init__(self, num_examples: int = 5, context: int = 10):
-        self.num_examples, self.context = num_examples, context
+    def __init__(self, num_examples: int = 5, context: int = 10, accuracy_instances: int = 128):
+        self.num_examples, self.context, self.accuracy_instances = num_examples, context, accuracy_instances
         self.examples: list[dict] = []
+        self.accuracy: dict | None = None
+        self.probability_ratio: float | None = None
 
     def on_fit_end(self, trainer, pl_module) -> None:
         datamodule = trainer.datamodule
@@ -462,12 +471,61 @@ class MaskFill(L.Callback):
                 example = self._fill(pl_module, tokenizer, dataset[index], mask_id)
                 if example is not None:
                     self.examples.append(example)
+            self.accuracy = self._accuracy(pl_module, tokenizer, dataset, mask_id)
         finally:
             pl_module.train(was_training)
         if self.examples:
             print("the model fills [MASK] in held-out text (its top 3, then the word that was there):")
             for e in self.examples:
                 print(f"  {e['text']}\n      -> {', '.join(e['predicted'])}   (was: {e['truth']})")
+        if self.accuracy:
+            a = self.accuracy
+            print(f"held-out masked pieces ({a['masked']:,}): the top guess right {a['accuracy']:.1%}, the right piece in "
+                  f"the top 10 {a['top10']:.1%}; always guessing the most frequent piece ({a['most_frequent']!r}) "
+                  f"{a['baseline']:.1%}, the 10 most frequent {a['baseline_top10']:.1%}")
+        loss = trainer.callback_metrics.get("val/mlm_loss")
+        entropy = (getattr(datamodule, "data_report", None) or {}).get("unigram_entropy")
+        if loss is not None and entropy:
+            # exp(-loss) is the geometric mean of the probability given to the right piece; exp(-entropy) that of
+            # a model knowing only how often each piece occurs
+            self.probability_ratio = math.exp(entropy - float(loss))
+            print(f"on average the right piece gets {self.probability_ratio:.2f}x the probability that knowing only "
+                  f"how often each piece occurs gives it (val/mlm_loss {float(loss):.3f} against the corpus's "
+                  f"unigram entropy {entropy:.3f})")
+
+    def _accuracy(self, module, tokenizer, dataset, mask_id: int) -> dict | None:
+        special = {tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")}
+        generator = torch.Generator().manual_seed(0)
+        truths, guesses = [], []
+        stride = max(len(dataset) // self.accuracy_instances, 1)
+        for index in range(0, min(len(dataset), stride * self.accuracy_instances), stride):
+            sample = dataset[index]
+            ids = torch.as_tensor([int(i) for i in sample["input_ids"]])
+            candidates = torch.tensor([k for k, i in enumerate(ids.tolist()) if i not in special])
+            if len(candidates) == 0:
+                continue
+            count = max(1, round(0.15 * len(candidates)))
+            positions = candidates[torch.randperm(len(candidates), generator=generator)[:count]].sort().values
+            masked = ids.clone()
+            masked[positions] = mask_id
+            device = module.device
+            batch = {"input_ids": masked[None].to(device),
+                     "token_type_ids": torch.as_tensor(sample["token_type_ids"], device=device)[None],
+                     "attention_mask": torch.ones(1, len(ids), dtype=torch.long, device=device),
+                     "masked_lm_positions": positions[None].to(device)}
+            with torch.no_grad():
+                logits, _ = module(batch)
+            guesses += logits[0].float().topk(10).indices.tolist()
+            truths += ids[positions].tolist()
+        if not truths:
+            return None
+        frequent = [piece for piece, _ in collections.Counter(truths).most_common(10)]
+        n = len(truths)
+        return {"accuracy": sum(g[0] == t for g, t in zip(guesses, truths)) / n, "masked": n,
+                "baseline": sum(t == frequent[0] for t in truths) / n,
+                "top10": sum(t in g for g, t in zip(guesses, truths)) / n,
+                "baseline_top10": sum(t in frequent for t in truths) / n,
+                "most_frequent": tokenizer.id_to_token(frequent[0])}
 
     def _fill(self, module, tokenizer, sample: dict, mask_id: int) -> dict | None:
         ids = [int(i) for i in sample["input_ids"]]

@@ -26,6 +26,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from ..metrics.squad import v2_summary
 from .callbacks import CompileModel, Diverged, DivergenceCheck, GracefulStop, LastCheckpoint, MaskFill, TokenThroughput
 from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
@@ -381,6 +382,10 @@ class RunRecord:
         value = (self.info.get("metrics") or {}).get(monitor)
         print(f"result: {status}, step {trainer.global_step}"
               + (f", {monitor} = {value:.4g}" if isinstance(value, float) else ""))
+        threshold = OmegaConf.select(OmegaConf.create(self.info.get("config") or {}), "data.null_score_diff_threshold")
+        squad_v2 = v2_summary(self.info.get("metrics") or {}, threshold) if threshold is not None else None
+        if squad_v2:
+            print(squad_v2)
         print(f"run directory: {self.run_dir}")
         saved = ending.get("last_checkpoint")
         if status == "interrupted":
@@ -454,6 +459,10 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
         filled = _callback(trainer, MaskFill)
         if filled is not None and filled.examples:
             ending["mask_fill"] = filled.examples
+        if filled is not None and filled.accuracy:
+            ending["masked_accuracy"] = filled.accuracy
+        if filled is not None and filled.probability_ratio:
+            ending["probability_over_unigram"] = round(filled.probability_ratio, 4)
         compiled = _callback(trainer, CompileModel)
         if compiled is not None and compiled.report():
             ending["compile"] = compiled.report()

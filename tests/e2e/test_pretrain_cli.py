@@ -67,15 +67,22 @@ def test_run_directory_holds_everything(first_run):
     assert "run: pretrain_tiny (pretraining), model L2/H128, fresh weights" in result.stdout
     assert "200 steps" in result.stdout and f"config: {run_dir / 'config_tree.txt'}" in result.stdout
     assert "result: finished, step 200, val/mlm_loss = " in result.stdout
+    # what the model learned, against knowing only how often each piece occurs
+    assert "held-out masked pieces (" in result.stdout and "always guessing the most frequent piece" in result.stdout
+    assert "on average the right piece gets " in result.stdout
     assert "├──" not in result.stdout and "Trainable params" not in result.stdout
     ours = [line for line in result.stdout.splitlines() if line.strip() and "|" not in line]  # not the progress bar
-    assert len(ours) < 40, result.stdout  # a screen, with the corpus warnings of a cold cache
+    assert len(ours) < 44, result.stdout  # a screen, with the corpus warnings of a cold cache
     best = list((run_dir / "checkpoints").glob("best-step*.ckpt"))
     assert len(best) == 1
     # W&B logs offline without credentials: one run, grouped by experiment, with config, curves and run.json
     wandb_run = offline_run(run_dir)
     info = json.loads((run_dir / "run.json").read_text())
     assert wandb_run["id"] == info["wandb_id"]
+    accuracy = info["masked_accuracy"]
+    assert accuracy["masked"] > 100 and 0 <= accuracy["baseline"] <= 1 and 0 <= accuracy["top10"] <= 1
+    ratio = info["probability_over_unigram"]  # exp(unigram entropy - val/mlm_loss)
+    assert ratio == pytest.approx(math.exp(info["data_report"]["unigram_entropy"] - info["metrics"]["val/mlm_loss"]), rel=1e-3)
     assert (wandb_run["group"], wandb_run["job_type"]) == ("pretrain_tiny", "pretraining")
     assert {"model", "optim", "trainer", "data"} <= set(wandb_run["config"])
     assert {"train/loss", "val/mlm_loss", "lr"} <= wandb_run["history_keys"]
