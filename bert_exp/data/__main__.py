@@ -1,4 +1,5 @@
-"""`python -m bert_exp.data`: the former name of `python -m bert_exp.datasets`, kept working."""
+"""`python -m bert_exp.data`: the data command (list, download), as its help and messages name it; the code
+is bert_exp.datasets's, which `python -m bert_exp.datasets` runs too."""
 
 import sys
 

@@ -12,6 +12,11 @@
   before its opening fence: its commands are not composed, and it must show an ``error:`` line.
 - The README's table of config groups names exactly the options in conf/ (and sweeps/), and the presets
   table of docs/configuration.md names exactly the presets in conf/experiment/.
+- No page names a path outside the repository, in prose or in a code block: no absolute path (the
+  development machine's ``/tmp/...`` run directories, a data copy beside the checkout) but the placeholder
+  ``/path/to/...`` and the system's own (``/proc``, ``/dev/...``), and no ``../`` path that leaves the
+  repository or names nothing in it. Data is named through ``$BERT_EXP_DATA`` or ``${paths.data_dir}``,
+  runs as ``outputs/...`` or a placeholder (``RUN``, ``<run>``).
 """
 
 from __future__ import annotations
@@ -373,3 +378,38 @@ def test_presets_table_matches_conf():
     listed = {name for first, *_ in table_rows(REPO / "docs" / "configuration.md", "| preset |")
               for name in re.findall(r"`([a-z0-9_]+)`", first)}
     assert listed == {p.stem for p in (resource_dir("conf") / "experiment").glob("*.yaml")}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Paths: only the repository's, the data and cache directories (by their variables), and placeholders
+
+# an absolute path: "/" and a name, not inside another path, a URL or a variable's value ($VAR/x,
+# ${paths.data_dir}/x, <run>/x, ~/x, s3://x)
+ABSOLUTE = re.compile(r"(?<![\w.~}\]>)/:$*\\@-])/[A-Za-z_.][\w.-]*(?:/[\w.*-]+)*/?")
+ALLOWED_ABSOLUTE = re.compile(r"/path/to/|/proc(?:/|$)|/dev/")  # a placeholder; the system's own
+RELATIVE_UP = re.compile(r"(?<![\w.])(?:\.\./)+[\w.*-]*(?:/[\w.*-]+)*")
+
+
+def outside_paths(path: Path) -> list[str]:
+    problems = []
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for match in ABSOLUTE.finditer(text):
+            found = match.group(0)
+            if text[match.end():match.end() + 1] == "@" or text[:match.start()].endswith("override "):
+                continue  # a Hydra config path (- /settings@loader: loader, override /model: base)
+            if text[:match.start()].endswith("#!"):
+                continue  # a script's interpreter
+            if not ALLOWED_ABSOLUTE.match(found):
+                problems.append(f"{rel(path)}:{number}: {found} (an absolute path: name data as $BERT_EXP_DATA/..., "
+                                "runs as outputs/... or RUN, anything else as /path/to/...)")
+        for match in RELATIVE_UP.finditer(text):
+            target = (path.parent / match.group(0)).resolve()
+            if not (target.is_relative_to(REPO) and target.exists()):
+                problems.append(f"{rel(path)}:{number}: {match.group(0)} (leaves the repository or names nothing in it)")
+    return problems
+
+
+@pytest.mark.parametrize("path", DOCS, ids=rel)
+def test_no_path_outside_the_repository(path):
+    problems = outside_paths(path)
+    assert not problems, "\n".join(problems)
