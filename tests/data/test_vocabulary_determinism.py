@@ -36,7 +36,7 @@ def corpus_slice(data_dir, tmp_path):
     corpus = data_dir / "corpus"
     with lzma.open(corpus / "wikipedia" / "part00.txt.xz", "rt", encoding="utf-8") as f:
         (tmp_path / "wiki.txt").write_text(f.read(1_500_000), encoding="utf-8")
-    book = sorted((corpus / "gutenberg").iterdir())[0]
+    book = sorted((corpus / "gutenberg").glob("*.txt.xz"))[0]  # a book (the folder's MANIFEST.jsonl is not one)
     return [tmp_path / "wiki.txt", book, corpus / "tinyshakespeare" / "input.txt"]
 
 

@@ -19,7 +19,7 @@ def test_pipeline_budget_scores_the_pretrained_model_scratch_and_minilm(tmp_path
                             f"all-MiniLM-L6-v2={minilm_dir()}"]
     assert command[command.index("--seeds") + 1] == "3" and command[command.index("--out") + 1] == str(tmp_path / "evaluate")
     tasks = command[command.index("--tasks") + 1:command.index("--override")]
-    assert tasks == ["sst2", "cola", "squad", "pos"]  # POS tagging too, now that tagging exists
+    assert tasks == ["sst2", "cola", "squad", "pos", "squad_v2"]  # POS tagging, and SQuAD 2.0 on the local split
     assert ["--override", "hardware=cpu"] == command[-2:]  # the pipeline's seed is not the suite's
     assert "seed=7" not in command
     for seed in ("++seed=7", "+seed=7"):  # however the seed was written
