@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .hashing import config_key
-from .storage import Location, _describe_s3_error
+from .storage import Location, describe_s3_error
 from .text import CorpusError, is_corpus_file
 
 log = logging.getLogger("bert_exp.data")
@@ -105,9 +105,9 @@ def _s3_objects(url: str) -> list[dict]:
             try:
                 client.head_bucket(Bucket=bucket)
             except Exception as bucket_err:  # noqa: BLE001
-                raise CorpusError(f"corpus input {url}: {_describe_s3_error(bucket, bucket_err)}") from None
+                raise CorpusError(f"corpus input {url}: {describe_s3_error(bucket, bucket_err)}") from None
             raise CorpusError(f"corpus input {url!r} does not exist") from None
-        raise CorpusError(f"corpus input {url}: {_describe_s3_error(bucket, err)}") from None
+        raise CorpusError(f"corpus input {url}: {describe_s3_error(bucket, err)}") from None
 
 
 def stage_s3(url: str, root: Path) -> list[Path]:

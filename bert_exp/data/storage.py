@@ -65,7 +65,7 @@ class Location:
             client.head_bucket(Bucket=bucket)
             client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
         except Exception as err:  # noqa: BLE001  botocore's ClientError, NoCredentialsError, EndpointConnectionError
-            raise PreparedDataError(f"data.prepare.dir={self.url}: {_describe_s3_error(bucket, err)}") from None
+            raise PreparedDataError(f"data.prepare.dir={self.url}: {describe_s3_error(bucket, err)}") from None
 
     def read_text(self, name: str) -> str | None:
         if not self.remote:
@@ -144,7 +144,7 @@ def _s3_client(*environment):
     return boto3.session.Session().client("s3")
 
 
-def _describe_s3_error(bucket: str, err: Exception) -> str:
+def describe_s3_error(bucket: str, err: Exception) -> str:
     name = type(err).__name__
     code = str(getattr(err, "response", {}).get("Error", {}).get("Code", ""))
     if name == "NoCredentialsError":

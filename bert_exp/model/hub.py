@@ -7,6 +7,7 @@ in every HuggingFace tool; the snapshot directory then loads as a local director
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -115,13 +116,22 @@ def fetch(repo_id: str, revision: str | None = None) -> HubModel:
     return HubModel(repo_id, revision, commit, config.parent)
 
 
+@functools.lru_cache(maxsize=16)
+def _fetch_once(repo_id: str, revision: str | None, endpoint: str, cache: str, offline: bool) -> HubModel:
+    """:func:`fetch`, once per process for one endpoint, cache and mode: a run reads the model's config (its
+    shape) and then its weights, and each would otherwise ask the Hub again (failures are not kept)."""
+    return fetch(repo_id, revision)
+
+
 def local_source(source: str | Path) -> tuple[Path, HubModel | None]:
     """The local path ``source`` names, fetching it first when it names a Hub model."""
     name = hub_name(source)
     if name is None:
         return Path(source).expanduser(), None
+    from huggingface_hub import constants
+
     try:
-        model = fetch(*name)
+        model = _fetch_once(*name, constants.ENDPOINT, str(constants.HF_HUB_CACHE), bool(constants.HF_HUB_OFFLINE))
     except CheckpointError as err:
         if str(source).startswith(PREFIX):
             raise

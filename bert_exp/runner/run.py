@@ -382,7 +382,7 @@ class RunRecord:
         value = (self.info.get("metrics") or {}).get(monitor)
         print(f"result: {status}, step {trainer.global_step}"
               + (f", {monitor} = {value:.4g}" if isinstance(value, float) else ""))
-        threshold = OmegaConf.select(OmegaConf.create(self.info.get("config") or {}), "data.null_score_diff_threshold")
+        threshold = ((self.info.get("config") or {}).get("data") or {}).get("null_score_diff_threshold")
         squad_v2 = v2_summary(self.info.get("metrics") or {}, threshold) if threshold is not None else None
         if squad_v2:
             print(squad_v2)

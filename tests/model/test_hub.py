@@ -58,6 +58,10 @@ def test_a_hub_name_loads_as_its_directory_does(hub, tmp_path):
     assert ckpt.extra["hub"] == {"repo_id": "acme/bert-tiny", "revision": None,
                                  "commit": hub.commits["acme/bert-tiny"]}
     assert str(tmp_path / "hf_home" / "hub") in ckpt.source  # huggingface_hub's cache, not ours
+    asked = len(hub.authorizations)
+    from bert_exp.tasks.checkpoints import checkpoint_config
+    assert checkpoint_config("hf:acme/bert-tiny") == ckpt.config  # the shape, then the weights: the Hub asked once
+    assert len(hub.authorizations) == asked
     shards = load_checkpoint("hf:acme/sharded")  # transformers' sharded layout: the index and every file it names
     assert (ckpt.source != shards.source and len(list(Path(shards.source).glob("model-*.safetensors"))) > 1
             and all((shards.state_dict[k] == v).all() for k, v in local.state_dict.items() if k in shards.state_dict))
