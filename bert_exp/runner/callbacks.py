@@ -279,7 +279,8 @@ class LastCheckpoint(L.Callback):
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
         if isinstance(exception, SIGTERMException) and trainer.state.fn == "fit":
             self._save(trainer)
-            log.warning("stopped by a signal: saved %s at step %d", self.path, trainer.global_step)
+            if trainer.is_global_zero:  # once, not once per process
+                log.warning("stopped by a signal: saved %s at step %d", self.path, trainer.global_step)
 
 
 class Diverged(RuntimeError):
@@ -368,8 +369,8 @@ class GracefulStop(L.Callback):
     128 + the signal's number: 143, 130). A second Ctrl-C stops at once, without saving (the previous
     last.ckpt stays).
 
-    Lightning's own SIGTERM handler (which forwards the signal to DDP children) runs first and sets
-    ``trainer.received_sigterm``, which Lightning checks after every batch. During a fit the flag is
+    Lightning's SIGTERM handler (its notifier replaced by ``_forward_to_children``: it forwards the signal
+    to DDP children and nothing more) runs first and sets ``trainer.received_sigterm``, which Lightning checks after every batch. During a fit the flag is
     held back to the end of the next batch that completes an optimizer step; there last.ckpt is saved
     and the flag set. Under DDP the ranks agree on that
     batch (one boolean reduced per step). Ctrl-C takes the same path. The handlers are installed for the
@@ -382,6 +383,7 @@ class GracefulStop(L.Callback):
         self.stopped_at_once = False
         self._trainer = None
         self._pending = False
+        self._forwarded = False
 
     @contextmanager
     def handling_signals(self, trainer):
@@ -392,12 +394,35 @@ class GracefulStop(L.Callback):
         previous = {s: signal.getsignal(s) for s in self.SIGNALS}
         for s in self.SIGNALS:
             signal.signal(s, self._on_signal)
+        # Lightning (2.6 here) composes its own SIGTERM handler with ours when the fit starts; it
+        # forwards the signal to the DDP children, then calls dist.broadcast inside the handler. A
+        # collective at whatever point the signal lands pairs with another rank's gradient all-reduce
+        # and both wait forever (Lightning-AI/pytorch-lightning#20825). The ranks here agree on the stop
+        # at a batch end (_agreed), so Lightning's handler is replaced by one that only forwards.
+        connector = trainer._signal_connector
+        connector._sigterm_notifier_fn = self._forward_to_children
         try:
             yield self
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+            vars(connector).pop("_sigterm_notifier_fn", None)
             self._trainer = None
+
+    def _forward_to_children(self, signum, frame) -> None:
+        """Lightning's SIGTERM notifier without its collective: the processes this one launched (DDP
+        ranks on this machine) get the signal once; the flag Lightning checks is set (GracefulStop's own
+        handler, called next, holds it back to the step's end)."""
+        trainer = self._trainer
+        if trainer is None:
+            return
+        connector = trainer._signal_connector
+        if not connector.received_sigterm and not self._forwarded:
+            self._forwarded = True
+            launcher = trainer.strategy.launcher
+            if launcher is not None:
+                launcher.kill(signum)
+        connector.received_sigterm = True
 
     def _on_signal(self, signum, frame) -> None:
         if signum == signal.SIGINT and self.signal is not None:

@@ -33,8 +33,10 @@ def losses(run_dir) -> dict[int, str]:
 
 
 def start(run_dir, env, *extra):
+    """The CLI in a session of its own: a test that fails can end it and every process it started."""
     return subprocess.Popen([sys.executable, "-m", "bert_exp", *OVERRIDES, *extra, f"hydra.run.dir={run_dir}"],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
 
 
 def wait_for_step(proc, run_dir, step: int, timeout: float = 300):
@@ -108,15 +110,20 @@ def test_killed_and_terminated_runs_resume_exactly(env, cache_dir, tmp_path, mon
 def test_a_ddp_run_terminated_and_resumed_equals_an_uninterrupted_one(env, tmp_path):
     """Two CPU processes (gloo): SIGTERM to the launching process reaches both, both stop after the same
     step and the checkpoint holds each one's random state; the resumed run's losses (rank 0's) are
-    those of an uninterrupted run."""
+    those of an uninterrupted run. The signal lands at the worst moment, deterministically: the first
+    process sends it to itself just before its backward pass, while the second waits inside the
+    gradient all-reduce (Lightning's own handler, with its collective, deadlocked there)."""
     ddp = ["hardware=ddp_cpu", "trainer.max_steps=40", "callbacks.last_checkpoint.every_n_train_steps=1000"]
     terminated = tmp_path / "terminated"
-    proc = start(terminated, env, *ddp)
-    wait_for_step(proc, terminated, 15)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+    faults = {**env, "PYTHONPATH": str(REPO / "tests" / "faults")}
+    proc = start(terminated, faults, *ddp, "+callbacks.fault={_target_:inject.SignalInBackwardAt,step:15,delay:1}")
+    try:
+        assert proc.wait(timeout=240) == 128 + signal.SIGTERM, proc.stderr.read()[-3000:]
+    finally:  # a hung run: both processes go
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     saved = torch.load(terminated / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-    assert saved["global_step"] >= 15 and len(saved["random_states"]) == 2  # one per process
+    assert saved["global_step"] == 16 and len(saved["random_states"]) == 2  # the step in flight; one per process
 
     resumed, reference = tmp_path / "resumed", tmp_path / "reference"
     for run_dir, extra in ((resumed, [f"ckpt_path={terminated}"]), (reference, [])):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal as signals
+import time
 
 import lightning as L
 import torch
@@ -88,3 +89,19 @@ class DiskFullAt(L.Callback):
             raise OSError(errno.ENOSPC, "No space left on device")
 
         checkpoint_io.torch.save = full
+
+
+class SignalInBackwardAt(L.Callback):
+    """The first process sends ``signal`` to itself in the middle of optimizer step ``step``, before its
+    backward pass, after ``delay`` seconds: by then the other processes wait inside the backward's
+    gradient all-reduce for it (a signal that lands while a collective is in flight)."""
+
+    def __init__(self, step: int, signal: str = "SIGTERM", delay: float = 2.0):
+        self.step, self.delay, self.signal = step, delay, getattr(signals, signal)
+        self._sent = False
+
+    def on_before_backward(self, trainer, pl_module, loss) -> None:
+        if trainer.global_rank == 0 and trainer.global_step == self.step and not self._sent:
+            self._sent = True
+            time.sleep(self.delay)
+            os.kill(os.getpid(), self.signal)
