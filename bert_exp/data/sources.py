@@ -7,6 +7,7 @@
   ``datasets.load_dataset`` opens (a Hub id such as ``wikimedia/wikipedia``, or a local folder of
   Parquet / JSON Lines / CSV files), streamed: its rows' text column is written, one Parquet file per
   shard of the dataset, into ``$BERT_EXP_CACHE/inputs/datasets/...``; nothing else of the dataset is kept.
+  A Hub dataset is staged per commit (its revision resolved first); offline, the newest staged copy.
 
 From there the files are local table or text files like any other: the same groups, vocabulary, key
 (the staged files' sha256) and preparation. Each node stages its own copy; the processes of one node
@@ -147,40 +148,98 @@ def _local_version(dataset: str) -> list | None:
             for p in sorted(folder.rglob("*")) if p.is_file()]
 
 
+def _hub_commit(source: DatasetSource) -> tuple[str | None, str]:
+    """The commit that a Hub dataset's revision (``main`` when none is given) names now, or None and why
+    not when the Hub cannot be asked (offline, or unreachable). A missing or gated dataset is one line."""
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+
+    config = _datasets(source).config
+    if config.HF_HUB_OFFLINE or constants.HF_HUB_OFFLINE:  # HF_HUB_OFFLINE or HF_DATASETS_OFFLINE
+        return None, "offline mode is set"
+    try:
+        return HfApi(endpoint=config.HF_ENDPOINT).dataset_info(source.dataset, revision=source.revision).sha, ""
+    except GatedRepoError:
+        raise CorpusError(f"data.files: {source}: the Hub refuses access (a gated or private dataset): accept its "
+                          "terms on the Hub and log in with `hf auth login` or set HF_TOKEN") from None
+    except RepositoryNotFoundError:
+        raise CorpusError(f"data.files: {source}: no such dataset on {config.HF_ENDPOINT} (or it is private: log in "
+                          "with `hf auth login` or set HF_TOKEN); a local folder must exist") from None
+    except RevisionNotFoundError:
+        raise CorpusError(f"data.files: {source}: the dataset has no revision {source.revision!r} "
+                          "(a branch, tag or commit)") from None
+    except HfHubHTTPError as err:
+        return None, str(err).splitlines()[0]
+    except Exception as err:  # noqa: BLE001  OfflineModeIsEnabled, the HTTP client's connection errors
+        return None, str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def _newest_staged(source: DatasetSource, root: Path) -> Path | None:
+    """The most recently staged copy of ``source`` (any commit), for a run without the Hub."""
+    copies = []
+    for done in root.glob("*/staged.json"):
+        record = json.loads(done.read_text())
+        if all(record.get(k) == v for k, v in asdict(source).items()):
+            copies.append((done.stat().st_mtime_ns, done.parent))
+    return max(copies)[1] if copies else None
+
+
 def stage_dataset(source: DatasetSource, root: Path) -> list[Path]:
-    """The text of ``source``, one Parquet file per shard of the streamed dataset (staged once per node)."""
-    key = config_key(asdict(source), _local_version(source.dataset))
+    """The text of ``source``, one Parquet file per shard of the streamed dataset (staged once per node).
+
+    A local folder is staged again when its files change. A Hub dataset is staged per commit: its
+    revision is resolved to a commit first, the rows are streamed from that commit (a push during the
+    streaming changes nothing), and a new commit on the branch is staged anew. Without the Hub (offline,
+    or unreachable) the newest staged copy is used, and said so."""
+    local = _local_version(source.dataset)
+    commit = None
+    if local is None:
+        commit, unreachable = _hub_commit(source)
+        if commit is None:
+            staged = _newest_staged(source, root)
+            if staged is None:
+                raise CorpusError(f"data.files: {source}: the Hub cannot be reached ({unreachable}) and no copy is "
+                                  f"staged in {root}: run once with the Hub reachable")
+            recorded = json.loads((staged / "staged.json").read_text()).get("commit")
+            log.warning("%s: the Hub cannot be reached (%s): using the copy staged from commit %s", source,
+                        unreachable, recorded)
+            return sorted(staged.glob("shard-*.parquet"))
+    key = config_key(asdict(source), local if commit is None else commit)
     target = root / (source.dataset.strip("/").replace("/", "--").replace("~", "") + f"-{key[:16]}")
     done = target / "staged.json"
     if not done.is_file():
         with _lock(target):
             if not done.is_file():
-                _stream_to_parquet(source, target)
+                _stream_to_parquet(source, target, commit)
     return sorted(target.glob("shard-*.parquet"))
 
 
-def _open_streaming(source: DatasetSource):
+def _datasets(source: DatasetSource):
     try:
         import datasets
     except ImportError:
         raise CorpusError(f"data.files: {source}: reading a datasets corpus needs the datasets package: "
                           "pip install 'bert_exp[datasets]'") from None
+    return datasets
 
+
+def _open_streaming(source: DatasetSource, commit: str | None):
+    datasets = _datasets(source)
     try:
-        return datasets.load_dataset(source.dataset, source.name, split=source.split, revision=source.revision,
-                                     streaming=True)
+        return datasets.load_dataset(source.dataset, source.name, split=source.split,
+                                     revision=commit or source.revision, streaming=True)
     except Exception as err:  # noqa: BLE001  DatasetNotFoundError, ValueError (a split or config), network
         detail = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise CorpusError(f"data.files: {source}: cannot be opened with datasets.load_dataset "
                           f"({type(err).__name__}: {detail})") from None
 
 
-def _stream_to_parquet(source: DatasetSource, target: Path) -> None:
+def _stream_to_parquet(source: DatasetSource, target: Path, commit: str | None) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
-    dataset = _open_streaming(source)
+    dataset = _open_streaming(source, commit)
     columns = dataset.column_names
     if columns is not None and source.text_column not in columns:
         raise CorpusError(f"data.files: {source}: no column {source.text_column!r} (columns: {', '.join(columns)}); "
@@ -207,9 +266,11 @@ def _stream_to_parquet(source: DatasetSource, target: Path) -> None:
                         writer.write_table(pa.table({"text": batch}, schema=schema))
                         rows += len(batch)
                         bar.update(len(batch))
-        (building / "staged.json").write_text(json.dumps({**asdict(source), "shards": shards, "rows": rows}, indent=1))
+        record = {**asdict(source), "commit": commit, "shards": shards, "rows": rows}
+        (building / "staged.json").write_text(json.dumps(record, indent=1))
         shutil.rmtree(target, ignore_errors=True)
         os.replace(building, target)
     finally:
         shutil.rmtree(building, ignore_errors=True)
-    log.info("staged %s: %d rows in %d Parquet files under %s", source, rows, shards, target)
+    log.info("staged %s%s: %d rows in %d Parquet files under %s", source, f" at commit {commit}" if commit else "",
+             rows, shards, target)

@@ -4,6 +4,9 @@ the inaugural addresses as text files, as Parquet rows and as a streamed dataset
 data (the same vocabulary, chunks and identity)."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +17,7 @@ from bert_exp.data import InstanceSettings, LoaderSettings, PretrainingDataModul
 from bert_exp.data.preparation import PrepareSettings
 from bert_exp.data.sources import DatasetSource, stage_dataset
 from bert_exp.data.text import CorpusError, iter_file_documents, iter_lines, read_text
+from hub_server import LocalHub
 
 
 def addresses(data_dir) -> list[tuple[str, str]]:
@@ -103,6 +107,79 @@ def test_a_dataset_is_staged_once_and_again_when_its_files_change(tmp_path):
     assert not list((tmp_path / "staged").glob(".*partial"))  # nothing half-written left
 
 
+# Each call stages a list of (source, root) in a fresh interpreter, as a run does: the Hub's address and
+# offline mode are read from the environment when huggingface_hub and datasets are imported.
+STAGE = """
+import json, sys
+from pathlib import Path
+from bert_exp.data.sources import DatasetSource, stage_dataset
+from bert_exp.data.text import CorpusError
+results = []
+for source, root in json.loads(sys.argv[1]):
+    try:
+        results.append([str(p) for p in stage_dataset(DatasetSource(**source), Path(root))])
+    except CorpusError as err:
+        results.append(str(err))
+print(json.dumps(results))
+"""
+
+
+def stage(items, env) -> tuple[list, str]:
+    done = subprocess.run([sys.executable, "-c", STAGE, json.dumps(items)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+def shard_rows(paths) -> list[str]:
+    return [t for p in paths for t in pq.read_table(p).column("text").to_pylist()]
+
+
+def test_a_hub_dataset_is_staged_per_commit_and_read_offline_from_its_staged_copy(data_dir, tmp_path):
+    """``{dataset: OWNER/NAME}`` on the Hub (a local server that answers as the Hub does for datasets): the
+    revision is resolved to a commit, the rows streamed from that commit; staged once per commit, anew
+    after a push; offline or with the Hub gone, the newest staged copy, said so; a missing dataset, a
+    missing revision, and offline with nothing staged are one line each."""
+    texts = [t for _, t in addresses(data_dir)]
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"content": texts[:30]}), repo / "data" / "train-00000-of-00002.parquet")
+    pq.write_table(pa.table({"content": texts[30:]}), repo / "data" / "train-00001-of-00002.parquet")
+    source = {"dataset": "acme/addresses", "text_column": "content"}
+    root = str(tmp_path / "staged")
+    with LocalHub({}, datasets={"acme/addresses": repo}) as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "0",
+               "HF_DATASETS_OFFLINE": "0"}
+        first_commit = hub.dataset_commit("acme/addresses")
+        (first, again, nothing, no_revision), _ = stage(
+            [[source, root], [source, root], [{**source, "dataset": "acme/nothing"}, root],
+             [{**source, "revision": "v9"}, root]], env)
+        assert shard_rows(first) == texts and again == first  # the second found it staged
+        record = json.loads((Path(first[0]).parent / "staged.json").read_text())
+        assert record["commit"] == first_commit and record["rows"] == len(texts)
+        streamed = [r for r in hub.requests if r.startswith("GET /datasets/acme/addresses/resolve/")]
+        assert streamed and all(f"/resolve/{first_commit}/" in r for r in streamed)  # from the commit, not main
+        assert nothing == f"data.files: datasets:acme/nothing[train]: no such dataset on {hub.url} (or it is " \
+                          "private: log in with `hf auth login` or set HF_TOKEN); a local folder must exist"
+        assert no_revision.endswith("the dataset has no revision 'v9' (a branch, tag or commit)")
+
+        # a push to main: a new commit, staged anew beside the first
+        pq.write_table(pa.table({"content": texts[30:40]}), repo / "data" / "train-00001-of-00002.parquet")
+        (pushed,), _ = stage([[source, root]], env)
+        assert pushed != first and shard_rows(pushed) == texts[:40]
+        assert json.loads((Path(pushed[0]).parent / "staged.json").read_text())["commit"] == hub.dataset_commit(
+            "acme/addresses") != first_commit
+
+    # the Hub is gone, then offline mode: the newest staged copy, with a warning; nothing staged: one line
+    (gone,), stderr = stage([[source, root]], env)
+    assert gone == pushed and "the Hub cannot be reached" in stderr and "using the copy staged from commit" in stderr
+    offline_env = {**{k: v for k, v in env.items() if k != "HF_DATASETS_OFFLINE"}, "HF_HUB_OFFLINE": "1"}
+    (offline, fresh), stderr = stage([[source, root], [source, str(tmp_path / "empty")]], offline_env)
+    assert offline == pushed and "offline mode is set" in stderr
+    assert fresh == (f"data.files: datasets:acme/addresses[train]: the Hub cannot be reached (offline mode is set) "
+                     f"and no copy is staged in {tmp_path / 'empty'}: run once with the Hub reachable")
+
+
 def test_s3_inputs_are_staged_once_per_version(s3_server, data_dir, tmp_path):
     import boto3
 
@@ -133,9 +210,9 @@ def test_s3_inputs_are_staged_once_per_version(s3_server, data_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_pretraining_run_reads_all_three_from_the_command_line(s3_server, data_dir, cache_dir, tmp_path):
-    """What a user types: one data.files list naming a Parquet file by its column, a datasets corpus and an
-    s3:// prefix."""
+def test_a_pretraining_run_reads_all_four_from_the_command_line(s3_server, data_dir, cache_dir, tmp_path):
+    """What a user types: one data.files list naming a Parquet file by its column, a datasets corpus in a
+    local folder, a dataset on the Hub by its id, and an s3:// prefix."""
     import boto3
 
     from helpers import run_cli
@@ -144,19 +221,25 @@ def test_a_pretraining_run_reads_all_three_from_the_command_line(s3_server, data
     pq.write_table(pa.table({"content": [t for _, t in docs[:20]]}), tmp_path / "early.parquet")
     (tmp_path / "hub_like").mkdir()
     with open(tmp_path / "hub_like" / "train.jsonl", "w") as f:
-        f.writelines(json.dumps({"text": t}) + "\n" for _, t in docs[20:40])
+        f.writelines(json.dumps({"text": t}) + "\n" for _, t in docs[20:30])
+    (tmp_path / "repo").mkdir()
+    pq.write_table(pa.table({"text": [t for _, t in docs[30:40]]}), tmp_path / "repo" / "train.parquet")
     client = boto3.session.Session().client("s3")
     for i, (_, text) in enumerate(docs[40:]):
         client.put_object(Bucket="corpora", Key=f"late/{i:02d}.txt", Body=text.encode())
     files = (f"data.files=[{{path: {tmp_path / 'early.parquet'}, text_column: content}}, "
-             f"{{dataset: {tmp_path / 'hub_like'}, split: train}}, s3://corpora/late/]")
-    result = run_cli(["+experiment=pretrain_tiny", files, "data.tokenizer.vocab_size=2000", "trainer.max_steps=4",
-                      "trainer.val_check_interval=4", "trainer.limit_val_batches=1", "logger=csv",
-                      f"hydra.run.dir={tmp_path / 'run'}"], env={"BERT_EXP_CACHE": str(cache_dir)})
+             f"{{dataset: {tmp_path / 'hub_like'}, split: train}}, {{dataset: acme/middle}}, s3://corpora/late/]")
+    with LocalHub({}, datasets={"acme/middle": tmp_path / "repo"}) as hub:
+        result = run_cli(["+experiment=pretrain_tiny", files, "data.tokenizer.vocab_size=2000", "trainer.max_steps=4",
+                          "trainer.val_check_interval=4", "trainer.limit_val_batches=1", "logger=csv",
+                          f"hydra.run.dir={tmp_path / 'run'}"],
+                         env={"BERT_EXP_CACHE": str(cache_dir), "HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0",
+                              "HF_HOME": str(tmp_path / "hf_home")})
     assert result.returncode == 0, result.stderr[-3000:]
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert info["status"] == "finished" and info["global_step"] == 4
-    # the inputs hashed as the files read: the Parquet file, the staged shard, the staged s3 objects
+    # the inputs hashed as the files read: the Parquet file, the two staged shards, the staged s3 objects
     read = sorted(info["data_checksums"])
-    assert len(read) == 2 + len(docs[40:]) and str(tmp_path / "early.parquet") in read
-    assert sum("/inputs/datasets/" in p for p in read) == 1 and sum("/inputs/s3/corpora/late/" in p for p in read) > 1
+    assert len(read) == 3 + len(docs[40:]) and str(tmp_path / "early.parquet") in read
+    assert sum("/inputs/datasets/" in p for p in read) == 2 and sum("/inputs/s3/corpora/late/" in p for p in read) > 1
+    assert sum("/inputs/datasets/acme--middle-" in p for p in read) == 1
