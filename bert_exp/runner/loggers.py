@@ -51,10 +51,15 @@ def wandb_logger(
     if mode not in WANDB_MODES:  # from WANDB_MODE (the config's value is checked before any work)
         raise ConfigError(f"WANDB_MODE={mode}: one of {', '.join(WANDB_MODES)}")
     os.makedirs(save_dir, exist_ok=True)
-    return WandbLogger(save_dir=save_dir, project=project, entity=entity, group=group, job_type=job_type,
-                       name=name or os.path.basename(os.path.normpath(save_dir)), tags=list(tags or []) or None,
-                       notes=notes, offline=mode == "offline", mode=mode, log_model=log_model, id=id,
-                       resume="allow")
+    logger = WandbLogger(save_dir=save_dir, project=project, entity=entity, group=group, job_type=job_type,
+                         name=name or os.path.basename(os.path.normpath(save_dir)), tags=list(tags or []) or None,
+                         notes=notes, offline=mode == "offline", mode=mode, log_model=log_model, id=id,
+                         resume="allow")
+    # Lightning passes anonymous=None to wandb.init, and wandb (0.31 here) warns on every run that the
+    # setting has no effect; left out, wandb.init sees it unset
+    if getattr(logger, "_wandb_init", {}).get("anonymous", "unset") is None:
+        del logger._wandb_init["anonymous"]
+    return logger
 
 
 class RankZeroFileHandler(logging.FileHandler):

@@ -1,6 +1,7 @@
 """tests/gpu/pretrain.sh end to end on the CPU (DEVICE=cpu): the steps it takes on a lent GPU (the corpus
 check, the preparation run, pre-training, the bf16 export, what goes into $OUT), with BERT-tiny on one
-Wikipedia part and a budget in tokens, so that nothing asserted depends on the machine's speed."""
+few Gutenberg books (.txt.xz, a list of globs as FILES takes it: a Wikipedia part took 25 s to prepare)
+and a budget in tokens, so that nothing asserted depends on the machine's speed."""
 
 import json
 import os
@@ -21,9 +22,11 @@ SCRIPT = Path(__file__).resolve().parent / "pretrain.sh"
 @pytest.mark.data
 def test_the_gpu_pretraining_script_brings_the_model_back(data_dir, cache_dir, tmp_path):
     out = tmp_path / "out"
-    env = {**os.environ, "DEVICE": "cpu", "MINUTES": "1", "BUDGET": "300k", "OUT": str(out),
+    env = {**os.environ, "DEVICE": "cpu", "MINUTES": "1", "BUDGET": "150k", "OUT": str(out),
            "WORK": str(tmp_path / "work"), "BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(cache_dir),
-           "FILES": str(data_dir / "corpus" / "wikipedia" / "part00.txt.xz"), "PYTHON": sys.executable}
+           "FILES": ",".join(str(data_dir / "corpus" / "gutenberg" / f"{author}*.txt.xz")
+                             for author in ("alcott-louisa-may--a-modern", "alcott-louisa-may--an-old")),
+           "PYTHON": sys.executable}
     result = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
@@ -36,7 +39,7 @@ def test_the_gpu_pretraining_script_brings_the_model_back(data_dir, cache_dir, t
 
     info = json.loads((out / "run.json").read_text())
     assert info["status"] == "finished" and info["experiment"] == "pretrain_budget_gpu"
-    assert info["throughput"]["train_tokens"] >= 300_000  # the budget, in tokens, was spent
+    assert info["throughput"]["train_tokens"] >= 150_000  # the budget, in tokens, was spent
     summary = (out / "summary.txt").read_text()
     for step in ("imports", "corpus", "prepare", "pretrain", "export"):
         assert f"{step}: rc=0" in summary, summary

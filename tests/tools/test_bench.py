@@ -25,17 +25,30 @@ def test_both_sides_compute_the_same_loss(task):
 
 
 def test_model_benchmark_report(tmp_path):
+    """The command as documented, with the products-alone split (one run for both: the bench's imports
+    and peak measurement are most of its time)."""
     out = tmp_path / "bench.md"
     assert main(["--sizes", "tiny", "--precisions", "32-true", "--repeats", "1", "--steps", "1",
-                 "--output", str(out)]) == 0
+                 "--products", "--output", str(out)]) == 0
     report = out.read_text()
-    row = next(line for line in report.splitlines() if line.startswith("| pretraining | tiny | 32-true"))
+    row = next(line for line in report.splitlines() if line.startswith("| pretraining | tiny | 32-true")
+               and line.count("|") > 9)
     cells = [c.strip() for c in row.strip("|").split("|")]
     ratio = float(cells[5].split("x")[0].strip("*"))
     assert ratio > 1.5  # the dense head scores 6x the positions
     ours_mem, reference_mem = (float(c.split()[0]) for c in cells[6:8])
     assert 0 < ours_mem < reference_mem  # transformers keeps [batch, seq, vocab] logits for backward
     assert "Measured matmul peak: 32-true" in report
+
+    # the split's table: each side's step, its products alone, and the rest
+    rows = [line for line in report.splitlines()
+            if line.startswith("| pretraining | tiny | 32-true | ") and line.count("|") == 9]
+    assert [r.split("|")[4].strip() for r in rows] == ["ours", "transformers"]
+    for split in rows:
+        cells = [c.strip() for c in split.strip("|").split("|")]
+        step, alone = float(cells[4]), float(cells[5].split()[0])
+        assert step > 0 and alone > 0
+        assert float(cells[6]) == pytest.approx(step - alone, abs=2e-3)
 
 
 def test_data_preparation_benchmark(data_dir, tmp_path):

@@ -50,20 +50,6 @@ def test_replay_times_every_distinct_product():
     assert all(r["call"].split()[0] in {"mm", "addmm", "bmm", "baddbmm"} for r in rows)
 
 
-def test_bench_reports_the_split(tmp_path):
-    out = tmp_path / "bench.md"
-    assert main(["--sizes", "tiny", "--precisions", "32-true", "--repeats", "1", "--steps", "1", "--no-memory",
-                 "--products", "--output", str(out)]) == 0
-    rows = [line for line in out.read_text().splitlines()
-            if line.startswith("| pretraining | tiny | 32-true | ") and line.count("|") == 9]  # the split's table
-    assert [r.split("|")[4].strip() for r in rows] == ["ours", "transformers"]
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        step, alone = float(cells[4]), float(cells[5].split()[0])
-        assert step > 0 and alone > 0
-        assert float(cells[6]) == pytest.approx(step - alone, abs=2e-3)
-
-
 def test_a_call_names_its_transposed_operands():
     products = record_products(_step("32-true"))
     names = [call.describe() for call in products.calls]
