@@ -19,6 +19,14 @@ def pytest_configure(config):
         torch.set_num_threads(threads)
 
 
+def pytest_collection_modifyitems(items):
+    """Files with slow tests first. The two workers take whole files in collection order (``--dist
+    loadfile``): a minutes-long file taken last kept one worker busy while the other had nothing left;
+    taken first, the many quick files fill the end on both."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: each file's tests keep their order
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The shared data sets ($BERT_EXP_DATA); tests that need them skip cleanly elsewhere."""
