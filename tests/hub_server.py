@@ -5,7 +5,7 @@ Models: ``HEAD``/``GET /{repo_id}/resolve/{revision}/{filename}`` as the Hub ans
 ``RevisionNotFound`` or ``EntryNotFound``). Datasets, as ``datasets.load_dataset`` and ``HfFileSystem``
 read them: the repository's info (``/api/datasets/{id}[/revision/{rev}]``: its commit and files), its
 tree (``/api/datasets/{id}/tree/{rev}[/{path}]``), ``paths-info``, and ``/datasets/{id}/resolve/...``
-with byte ranges. Repositories are local directories; a repository's commit is a hash of its files
+with byte ranges; a gated repository answers 403 ``GatedRepo``. Repositories are local directories; a repository's commit is a hash of its files
 (names, sizes, times), so changing a file makes a new commit on ``main``. Each request's path and
 Authorization header are recorded. Point ``HF_ENDPOINT`` at :attr:`LocalHub.url`."""
 
@@ -25,9 +25,10 @@ def _files(root: Path) -> list[Path]:
 
 
 class LocalHub:
-    def __init__(self, repos: dict[str, Path], datasets: dict[str, Path] | None = None):
+    def __init__(self, repos: dict[str, Path], datasets: dict[str, Path] | None = None, gated: set[str] = frozenset()):
         self.repos = dict(repos)
         self.datasets = dict(datasets or {})
+        self.gated = set(gated)  # repositories that answer as gated ones do to a user without access
         self.authorizations: list[str | None] = []
         self.requests: list[str] = []
         hub = self
@@ -90,6 +91,9 @@ class LocalHub:
             def dataset_api(self, path: str, query: dict, form: dict | None):
                 match = re.fullmatch(r"([^/]+/[^/]+|[^/]+)(?:/(revision|tree|paths-info)(?:/([^/]+)(?:/(.*))?)?)?",
                                      path)
+                if match and match[1] in hub.gated:
+                    return self.send(403, b"", {"X-Error-Code": "GatedRepo",
+                                                "X-Error-Message": "Access to this dataset is restricted"})
                 if not match or match[1] not in hub.datasets:
                     return self.missing("RepoNotFound")
                 repo_id, action, revision, inner = match[1], match[2], match[3] or "main", match[4] or ""

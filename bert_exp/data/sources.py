@@ -150,15 +150,20 @@ def _local_version(dataset: str) -> list | None:
 
 def _hub_commit(source: DatasetSource) -> tuple[str | None, str]:
     """The commit that a Hub dataset's revision (``main`` when none is given) names now, or None and why
-    not when the Hub cannot be asked (offline, or unreachable). A missing or gated dataset is one line."""
+    not when the Hub cannot be asked (offline, unreachable, or failing on its side). Anything the user can
+    fix (no such local folder nor Hub id, a missing revision, a refused token, a gated dataset) is one line."""
     from huggingface_hub import HfApi, constants
-    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, HFValidationError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
 
     config = _datasets(source).config
     if config.HF_HUB_OFFLINE or constants.HF_HUB_OFFLINE:  # HF_HUB_OFFLINE or HF_DATASETS_OFFLINE
         return None, "offline mode is set"
     try:
         return HfApi(endpoint=config.HF_ENDPOINT).dataset_info(source.dataset, revision=source.revision).sha, ""
+    except HFValidationError:
+        raise CorpusError(f"data.files: {source}: no such local folder, and not a Hub dataset id "
+                          "(OWNER/NAME)") from None
     except GatedRepoError:
         raise CorpusError(f"data.files: {source}: the Hub refuses access (a gated or private dataset): accept its "
                           "terms on the Hub and log in with `hf auth login` or set HF_TOKEN") from None
@@ -169,15 +174,24 @@ def _hub_commit(source: DatasetSource) -> tuple[str | None, str]:
         raise CorpusError(f"data.files: {source}: the dataset has no revision {source.revision!r} "
                           "(a branch, tag or commit)") from None
     except HfHubHTTPError as err:
+        status = getattr(err.response, "status_code", None)
+        if status is not None and status < 500 and status != 429:  # a refused token, a bad request: not transient
+            raise CorpusError(f"data.files: {source}: the Hub answered {status}: "
+                              f"{str(err).splitlines()[0]}") from None
         return None, str(err).splitlines()[0]
     except Exception as err:  # noqa: BLE001  OfflineModeIsEnabled, the HTTP client's connection errors
         return None, str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
+def _staged_prefix(source: DatasetSource) -> str:
+    return source.dataset.strip("/").replace("/", "--").replace("~", "")
+
+
 def _newest_staged(source: DatasetSource, root: Path) -> Path | None:
-    """The most recently staged copy of ``source`` (any commit), for a run without the Hub."""
+    """The most recently staged copy of ``source`` (any commit), for a run without the Hub; folders being
+    written (``.NAME.PID.partial``) are not copies."""
     copies = []
-    for done in root.glob("*/staged.json"):
+    for done in root.glob(f"{glob.escape(_staged_prefix(source))}-*/staged.json"):
         record = json.loads(done.read_text())
         if all(record.get(k) == v for k, v in asdict(source).items()):
             copies.append((done.stat().st_mtime_ns, done.parent))
@@ -200,12 +214,12 @@ def stage_dataset(source: DatasetSource, root: Path) -> list[Path]:
             if staged is None:
                 raise CorpusError(f"data.files: {source}: the Hub cannot be reached ({unreachable}) and no copy is "
                                   f"staged in {root}: run once with the Hub reachable")
-            recorded = json.loads((staged / "staged.json").read_text()).get("commit")
+            recorded = json.loads((staged / "staged.json").read_text()).get("commit") or "an unknown commit"
             log.warning("%s: the Hub cannot be reached (%s): using the copy staged from commit %s", source,
                         unreachable, recorded)
             return sorted(staged.glob("shard-*.parquet"))
     key = config_key(asdict(source), local if commit is None else commit)
-    target = root / (source.dataset.strip("/").replace("/", "--").replace("~", "") + f"-{key[:16]}")
+    target = root / f"{_staged_prefix(source)}-{key[:16]}"
     done = target / "staged.json"
     if not done.is_file():
         with _lock(target):

@@ -390,7 +390,7 @@ class GracefulStop(L.Callback):
         if threading.current_thread() is not threading.main_thread():
             yield self
             return
-        self._trainer = trainer
+        self._trainer, self._pending, self._forwarded = trainer, False, False
         previous = {s: signal.getsignal(s) for s in self.SIGNALS}
         for s in self.SIGNALS:
             signal.signal(s, self._on_signal)

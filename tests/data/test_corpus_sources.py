@@ -139,7 +139,8 @@ def test_a_hub_dataset_is_staged_per_commit_and_read_offline_from_its_staged_cop
     """``{dataset: OWNER/NAME}`` on the Hub (a local server that answers as the Hub does for datasets): the
     revision is resolved to a commit, the rows streamed from that commit; staged once per commit, anew
     after a push; offline or with the Hub gone, the newest staged copy, said so; a missing dataset, a
-    missing revision, and offline with nothing staged are one line each."""
+    missing revision, a gated dataset, a local folder that does not exist, and offline with nothing staged
+    are one line each."""
     texts = [t for _, t in addresses(data_dir)]
     repo = tmp_path / "repo"
     (repo / "data").mkdir(parents=True)
@@ -147,13 +148,14 @@ def test_a_hub_dataset_is_staged_per_commit_and_read_offline_from_its_staged_cop
     pq.write_table(pa.table({"content": texts[30:]}), repo / "data" / "train-00001-of-00002.parquet")
     source = {"dataset": "acme/addresses", "text_column": "content"}
     root = str(tmp_path / "staged")
-    with LocalHub({}, datasets={"acme/addresses": repo}) as hub:
+    with LocalHub({}, datasets={"acme/addresses": repo}, gated={"acme/gated"}) as hub:
         env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "0",
                "HF_DATASETS_OFFLINE": "0"}
         first_commit = hub.dataset_commit("acme/addresses")
-        (first, again, nothing, no_revision), _ = stage(
+        (first, again, nothing, no_revision, gated, typo), _ = stage(
             [[source, root], [source, root], [{**source, "dataset": "acme/nothing"}, root],
-             [{**source, "revision": "v9"}, root]], env)
+             [{**source, "revision": "v9"}, root], [{**source, "dataset": "acme/gated"}, root],
+             [{**source, "dataset": str(tmp_path / "no-such-folder")}, root]], env)
         assert shard_rows(first) == texts and again == first  # the second found it staged
         record = json.loads((Path(first[0]).parent / "staged.json").read_text())
         assert record["commit"] == first_commit and record["rows"] == len(texts)
@@ -162,6 +164,9 @@ def test_a_hub_dataset_is_staged_per_commit_and_read_offline_from_its_staged_cop
         assert nothing == f"data.files: datasets:acme/nothing[train]: no such dataset on {hub.url} (or it is " \
                           "private: log in with `hf auth login` or set HF_TOKEN); a local folder must exist"
         assert no_revision.endswith("the dataset has no revision 'v9' (a branch, tag or commit)")
+        assert gated == ("data.files: datasets:acme/gated[train]: the Hub refuses access (a gated or private "
+                         "dataset): accept its terms on the Hub and log in with `hf auth login` or set HF_TOKEN")
+        assert typo.endswith("no-such-folder[train]: no such local folder, and not a Hub dataset id (OWNER/NAME)")
 
         # a push to main: a new commit, staged anew beside the first
         pq.write_table(pa.table({"content": texts[30:40]}), repo / "data" / "train-00001-of-00002.parquet")

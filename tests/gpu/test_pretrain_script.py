@@ -1,6 +1,6 @@
 """tests/gpu/pretrain.sh end to end on the CPU (DEVICE=cpu): the steps it takes on a lent GPU (the corpus
-check, the preparation run, pre-training, the bf16 export, what goes into $OUT), with BERT-tiny on one
-few Gutenberg books (.txt.xz, a list of globs as FILES takes it: a Wikipedia part took 25 s to prepare)
+check, the preparation run, pre-training, the bf16 export, what goes into $OUT), with BERT-tiny on two
+Gutenberg books (.txt.xz, a list of globs as FILES takes it: a Wikipedia part took 25 s to prepare)
 and a budget in tokens, so that nothing asserted depends on the machine's speed."""
 
 import json
