@@ -24,6 +24,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..errors import hub_refusal
 from .hashing import config_key
 from .storage import Location, describe_s3_error
 from .text import CorpusError, is_corpus_file
@@ -153,8 +154,7 @@ def _hub_commit(source: DatasetSource) -> tuple[str | None, str]:
     not when the Hub cannot be asked (offline, unreachable, or failing on its side). Anything the user can
     fix (no such local folder nor Hub id, a missing revision, a refused token, a gated dataset) is one line."""
     from huggingface_hub import HfApi, constants
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, HFValidationError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
+    from huggingface_hub.errors import HfHubHTTPError, HFValidationError, RepositoryNotFoundError, RevisionNotFoundError
 
     config = _datasets(source).config
     if config.HF_HUB_OFFLINE or constants.HF_HUB_OFFLINE:  # HF_HUB_OFFLINE or HF_DATASETS_OFFLINE
@@ -164,15 +164,10 @@ def _hub_commit(source: DatasetSource) -> tuple[str | None, str]:
     except HFValidationError:
         raise CorpusError(f"data.files: {source}: no such local folder, and not a Hub dataset id "
                           "(OWNER/NAME)") from None
-    except GatedRepoError:
-        raise CorpusError(f"data.files: {source}: the Hub refuses access (a gated or private dataset): accept its "
-                          "terms on the Hub and log in with `hf auth login` or set HF_TOKEN") from None
-    except RepositoryNotFoundError:
-        raise CorpusError(f"data.files: {source}: no such dataset on {config.HF_ENDPOINT} (or it is private: log in "
-                          "with `hf auth login` or set HF_TOKEN); a local folder must exist") from None
-    except RevisionNotFoundError:
-        raise CorpusError(f"data.files: {source}: the dataset has no revision {source.revision!r} "
-                          "(a branch, tag or commit)") from None
+    except (RepositoryNotFoundError, RevisionNotFoundError) as err:  # gated ones too
+        missing = type(err) is RepositoryNotFoundError
+        raise CorpusError(f"data.files: {source}: {hub_refusal(err, 'dataset', config.HF_ENDPOINT, source.revision)}"
+                          + ("; a local folder must exist" if missing else "")) from None
     except HfHubHTTPError as err:
         status = getattr(err.response, "status_code", None)
         if status is not None and status < 500 and status != 429:  # a refused token, a bad request: not transient

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, hub_refusal
 
 PREFIX = "hf:"
 # a Hub repository id: NAME or OWNER/NAME (letters, digits, '-', '_', '.'), optionally @REVISION
@@ -77,20 +77,14 @@ def _first_present(repo_id: str, names: tuple[str, ...], revision: str) -> Path 
 def fetch(repo_id: str, revision: str | None = None) -> HubModel:
     """config.json, the weights and the vocabulary of ``repo_id`` (one error line for each way it fails)."""
     from huggingface_hub import constants
-    from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RemoteEntryNotFoundError,
-                                        RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub.errors import (LocalEntryNotFoundError, RemoteEntryNotFoundError, RepositoryNotFoundError,
+                                        RevisionNotFoundError)
 
     where = f"hf:{repo_id}" + (f"@{revision}" if revision else "")
     try:
         config = _download(repo_id, CONFIG, revision)
-    except GatedRepoError:
-        raise CheckpointError(f"{where}: the Hub refuses access (a gated or private model): accept its terms "
-                              "on its page and log in (`hf auth login`, or set HF_TOKEN)") from None
-    except RepositoryNotFoundError:
-        raise CheckpointError(f"{where}: no such model on {constants.ENDPOINT} (or it is private: log in with "
-                              "`hf auth login` or set HF_TOKEN)") from None
-    except RevisionNotFoundError:
-        raise CheckpointError(f"{where}: the model has no revision {revision!r} (a branch, tag or commit)") from None
+    except (RepositoryNotFoundError, RevisionNotFoundError) as err:  # gated ones too
+        raise CheckpointError(f"{where}: {hub_refusal(err, 'model', constants.ENDPOINT, revision)}") from None
     except RemoteEntryNotFoundError:
         raise CheckpointError(f"{where}: the model has no {CONFIG}, so it is not a transformers model "
                               "bert_exp can read") from None

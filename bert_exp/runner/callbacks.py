@@ -370,10 +370,10 @@ class GracefulStop(L.Callback):
     last.ckpt stays).
 
     Lightning's SIGTERM handler (its notifier replaced by ``_forward_to_children``: it forwards the signal
-    to DDP children and nothing more) runs first and sets ``trainer.received_sigterm``, which Lightning checks after every batch. During a fit the flag is
-    held back to the end of the next batch that completes an optimizer step; there last.ckpt is saved
-    and the flag set. Under DDP the ranks agree on that
-    batch (one boolean reduced per step). Ctrl-C takes the same path. The handlers are installed for the
+    to DDP children and nothing more) runs first and sets ``trainer.received_sigterm``, which Lightning
+    checks after every batch. During a fit the flag is held back to the end of the next batch that
+    completes an optimizer step; there last.ckpt is saved and the flag set. Under DDP the ranks agree on
+    that batch (one boolean reduced per step). Ctrl-C takes the same path. The handlers are installed for the
     duration of ``handling_signals`` (the runner's fit)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -397,7 +397,7 @@ class GracefulStop(L.Callback):
         # Lightning (2.6 here) composes its own SIGTERM handler with ours when the fit starts; it
         # forwards the signal to the DDP children, then calls dist.broadcast inside the handler. A
         # collective at whatever point the signal lands pairs with another rank's gradient all-reduce
-        # and both wait forever (Lightning-AI/pytorch-lightning#20825). The ranks here agree on the stop
+        # and both wait until the process group's timeout (Lightning-AI/pytorch-lightning#20825). The ranks here agree on the stop
         # at a batch end (_agreed), so Lightning's handler is replaced by one that only forwards.
         connector = trainer._signal_connector
         connector._sigterm_notifier_fn = self._forward_to_children

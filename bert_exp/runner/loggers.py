@@ -55,10 +55,9 @@ def wandb_logger(
                          name=name or os.path.basename(os.path.normpath(save_dir)), tags=list(tags or []) or None,
                          notes=notes, offline=mode == "offline", mode=mode, log_model=log_model, id=id,
                          resume="allow")
-    # Lightning passes anonymous=None to wandb.init, and wandb (0.31 here) warns on every run that the
-    # setting has no effect; left out, wandb.init sees it unset
-    if getattr(logger, "_wandb_init", {}).get("anonymous", "unset") is None:
-        del logger._wandb_init["anonymous"]
+    # Lightning passes anonymous=None to wandb.init (we never set it), and wandb (0.31 here) warns on
+    # every run that the setting has no effect; left out, wandb.init sees it unset
+    logger._wandb_init.pop("anonymous", None)
     return logger
 
 

@@ -165,7 +165,7 @@ def test_a_hub_dataset_is_staged_per_commit_and_read_offline_from_its_staged_cop
                           "private: log in with `hf auth login` or set HF_TOKEN); a local folder must exist"
         assert no_revision.endswith("the dataset has no revision 'v9' (a branch, tag or commit)")
         assert gated == ("data.files: datasets:acme/gated[train]: the Hub refuses access (a gated or private "
-                         "dataset): accept its terms on the Hub and log in with `hf auth login` or set HF_TOKEN")
+                         "dataset): accept its terms on its page and log in with `hf auth login` or set HF_TOKEN")
         assert typo.endswith("no-such-folder[train]: no such local folder, and not a Hub dataset id (OWNER/NAME)")
 
         # a push to main: a new commit, staged anew beside the first
