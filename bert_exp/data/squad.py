@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from ..metrics.squad import evaluate_v1, evaluate_v2
+from ..metrics.squad import evaluate_v1, evaluate_v2, tune_null_threshold
 from .base import VocabularyDataModule
 from .loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, read_utf8
 
@@ -41,8 +41,62 @@ def _require(condition: bool, where: str, message: str) -> None:
         raise DataFileError(f"{where}: {message}")
 
 
-def read_squad(path: str | Path, articles: list[int | None] | None = None) -> list[SquadExample]:
-    """All questions of the file (or of the articles ``[start, end)``), validated."""
+_QUESTION_KINDS = ("all", "answerable", "unanswerable")
+
+
+@dataclass(frozen=True)
+class SquadSelection:
+    """Which questions of one SQuAD file: the articles by title (``titles``: only these; ``exclude_titles``:
+    all but these) or by position (``articles``: ``[start, end)``), and which kind of question. Titles
+    select the same questions in the official files and in copies that renumber or split them."""
+
+    file: str
+    titles: tuple[str, ...] | None = None
+    exclude_titles: tuple[str, ...] = ()
+    articles: tuple[int | None, ...] | None = None
+    questions: str = "all"  # all | answerable | unanswerable
+
+    @classmethod
+    def parse(cls, value, articles=None, where: str = "data") -> "SquadSelection":
+        """A path (with the older ``*_articles`` range) or a mapping {file, titles, exclude_titles, articles,
+        questions}."""
+        if isinstance(value, (str, Path)):
+            return cls(str(value), articles=tuple(articles) if articles else None)
+        if not hasattr(value, "keys") or "file" not in value:
+            raise DataFileError(f"{where}: expected a path or a mapping with 'file', got {value!r}")
+        unknown = set(value.keys()) - {"file", "titles", "exclude_titles", "articles", "questions"}
+        if unknown:
+            raise DataFileError(f"{where}: unknown keys {sorted(unknown)} (file, titles, exclude_titles, articles, "
+                                "questions)")
+        questions = value.get("questions") or "all"
+        if questions not in _QUESTION_KINDS:
+            raise DataFileError(f"{where}.questions: {questions!r} is not one of {', '.join(_QUESTION_KINDS)}")
+        titles = value.get("titles")
+        ranged = value.get("articles") or articles
+        return cls(str(value["file"]), tuple(titles) if titles is not None else None,
+                   tuple(value.get("exclude_titles") or ()), tuple(ranged) if ranged else None, questions)
+
+    def excluding(self, titles) -> "SquadSelection":
+        return SquadSelection(self.file, self.titles, tuple(dict.fromkeys([*self.exclude_titles, *titles])),
+                              self.articles, self.questions)
+
+    def read(self) -> list[SquadExample]:
+        return read_squad(self.file, list(self.articles) if self.articles else None, self.titles,
+                          self.exclude_titles, self.questions)
+
+
+def selections(value, articles=None, where: str = "data") -> list[SquadSelection]:
+    """One selection or a list of them (a training set drawn from several files)."""
+    if isinstance(value, (str, Path)) or hasattr(value, "keys"):
+        return [SquadSelection.parse(value, articles, where)]
+    return [SquadSelection.parse(item, articles, f"{where}[{i}]") for i, item in enumerate(value)]
+
+
+def read_squad(path: str | Path, articles: list[int | None] | None = None, titles=None, exclude_titles=(),
+               questions: str = "all") -> list[SquadExample]:
+    """The questions of the file, validated: all of them, or those of the articles ``[start, end)``, of the
+    articles named in ``titles`` (each must be in the file), of every article but ``exclude_titles``;
+    ``questions`` keeps only the answerable or the unanswerable ones."""
     path = Path(path)
     if not path.is_file():
         raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
@@ -53,6 +107,12 @@ def read_squad(path: str | Path, articles: list[int | None] | None = None) -> li
     _require(isinstance(raw, dict) and isinstance(raw.get("data"), list), str(path), "expected {\"data\": [...]}")
     data = raw["data"]
     selected = range(len(data))[slice(*articles)] if articles else range(len(data))
+    if titles is not None:
+        present = {article.get("title") for article in data if isinstance(article, dict)}
+        missing = [t for t in titles if t not in present]
+        _require(not missing, str(path), f"no article titled {', '.join(map(repr, missing))}")
+        selected = [a for a in selected if data[a].get("title") in set(titles)]
+    selected = [a for a in selected if not (isinstance(data[a], dict) and data[a].get("title") in set(exclude_titles))]
     examples, seen = [], set()
     for a in selected:
         article, where_a = data[a], f"{path}: data[{a}]"
@@ -82,11 +142,36 @@ def read_squad(path: str | Path, articles: list[int | None] | None = None) -> li
                     _require(context[start:start + len(answer["text"])] == answer["text"],
                              f"{where}.answers[{n}] (question id {qa['id']})",
                              f"answer_start {start} does not point at {answer['text']!r} in the context")
+                if questions == "answerable" and impossible or questions == "unanswerable" and not impossible:
+                    continue
                 examples.append(SquadExample(str(qa["id"]), qa["question"], context,
                                              [] if impossible else answers, impossible, article.get("title", "")))
     if not examples:
-        raise DataFileError(f"{path}: no questions in articles {articles}")
+        which = f"articles {articles}" if articles else f"articles {list(titles)}" if titles is not None else "it"
+        raise DataFileError(f"{path}: no {'' if questions == 'all' else questions + ' '}questions in {which}")
     return examples
+
+
+def read_selections(parts: list[SquadSelection]) -> list[SquadExample]:
+    """The questions of several selections in order; a question id may appear once (two files that hold
+    the same question under one id would train on it twice)."""
+    examples, seen = [], {}
+    for part in parts:
+        for example in part.read():
+            if example.qid in seen:
+                raise DataFileError(f"{part.file}: question id {example.qid!r} is also in {seen[example.qid]}")
+            seen[example.qid] = part.file
+            examples.append(example)
+    return examples
+
+
+def check_no_shared_contexts(train: list[SquadExample], held_out: list[SquadExample], what: str) -> None:
+    """No paragraph of the held-out questions is in the training questions (by text, whatever the titles)."""
+    held = {e.context for e in held_out}
+    shared = sorted({e.title for e in train if e.context in held})
+    if shared:
+        raise DataFileError(f"the training questions share paragraphs with the {what} questions "
+                            f"(training articles {', '.join(shared)}): exclude those articles from training")
 
 
 @dataclass
@@ -216,20 +301,50 @@ class AnswerSelection:
 @dataclass
 class SquadEvaluator:
     """The validation questions, their features and how to score logits for them; what the QA task
-    module is handed, so it never reaches into a DataModule. Filled when the DataModule sets up."""
+    module is handed, so it never reaches into a DataModule. Filled when the DataModule sets up.
+
+    With ``tune_examples`` (v2.0: held-out training questions), the null-score threshold is the one
+    that scores best on them, and the evaluated questions are answered at that threshold; their
+    features follow the evaluated ones in ``scored_features`` (one validation pass scores both)."""
 
     selection: AnswerSelection = field(default_factory=AnswerSelection)
     examples: list[SquadExample] = field(default_factory=list)
     features: list[SquadFeature] = field(default_factory=list)
+    tune_examples: list[SquadExample] = field(default_factory=list)
+    tune_features: list[SquadFeature] = field(default_factory=list)
 
     @property
     def version_2(self) -> bool:
         return self.selection.version_2
 
-    def answers(self, start_logits, end_logits):
+    @property
+    def scored_features(self) -> list[SquadFeature]:
+        """The features validation computes logits for: the evaluated questions', then the tuning ones'."""
+        return self.features + self.tune_features
+
+    def answers(self, start_logits, end_logits, threshold: float | None = None):
         s = self.selection
+        threshold = s.null_score_diff_threshold if threshold is None else threshold
         return postprocess(self.examples, self.features, start_logits, end_logits, s.n_best_size,
-                           s.max_answer_length, s.version_2, s.null_score_diff_threshold)
+                           s.max_answer_length, s.version_2, threshold)
+
+    def tune_threshold(self, start_logits, end_logits) -> tuple[float, float]:
+        """The null-score threshold that maximises F1 on the tuning questions, and that F1."""
+        s = self.selection
+        spans, null_odds = postprocess(self.tune_examples, self.tune_features, start_logits, end_logits,
+                                       s.n_best_size, s.max_answer_length, True, math.inf)
+        return tune_null_threshold(self.tune_examples, spans, null_odds)
+
+    def evaluate(self, start_logits, end_logits) -> tuple[dict, dict, dict[str, float]]:
+        """Predictions, null odds and metrics for the logits of ``scored_features`` (in that order)."""
+        n = len(self.features)
+        tuned = {}
+        threshold = None
+        if self.version_2 and self.tune_examples:
+            threshold, tune_f1 = self.tune_threshold(start_logits[n:], end_logits[n:])
+            tuned = {"null_threshold": threshold, "threshold_f1": tune_f1}
+        predictions, null_odds = self.answers(start_logits[:n], end_logits[:n], threshold)
+        return predictions, null_odds, {**self.score(predictions, null_odds), **tuned}
 
     def score(self, predictions: dict, null_odds: dict) -> dict[str, float]:
         """The official metrics: exact_match and f1 (and v2.0's HasAns/NoAns breakdown)."""
@@ -242,12 +357,17 @@ class SquadEvaluator:
 
 
 class SquadDataModule(VocabularyDataModule):
-    """SQuAD v1.1 or v2.0 JSON; train and validation may be article ranges of the same file."""
+    """SQuAD v1.1 or v2.0 JSON. Each of ``train_file``, ``val_file`` and ``threshold_file`` is a path (with
+    ``train_articles`` / ``val_articles`` as position ranges) or a selection {file, titles, exclude_titles,
+    articles, questions}; ``train_file`` may be a list of selections (SQuAD 2.0's training set is v1.1's
+    questions plus unanswerable ones on the same articles). Training never holds an article that is
+    evaluated or tunes the threshold: those titles are left out of it, and a paragraph shared anyway stops
+    the run. ``threshold_file`` (v2.0): held-out questions the null-score threshold is tuned on."""
 
     def __init__(
         self,
-        train_file: str,
-        val_file: str,
+        train_file,
+        val_file,
         version_2: bool = False,
         train_articles: list[int | None] | None = None,
         val_articles: list[int | None] | None = None,
@@ -257,6 +377,7 @@ class SquadDataModule(VocabularyDataModule):
         n_best_size: int = 20,
         max_answer_length: int = 30,
         null_score_diff_threshold: float = 0.0,
+        threshold_file=None,
         vocab_file: str | None = None,
         lowercase: bool = True,
         loader: LoaderSettings = LoaderSettings(eval_batch_size=64),
@@ -268,8 +389,16 @@ class SquadDataModule(VocabularyDataModule):
         super().__init__(vocab_file, lowercase, download, loader)
         loader.refuse_grouping("question answering")
         self.seed = seed
-        self.train_file, self.val_file, self.version_2 = train_file, val_file, version_2
-        self.train_articles, self.val_articles = train_articles, val_articles
+        self.val_selection = selections(val_file, val_articles, "data.val_file")
+        self.tune_selection = selections(threshold_file, None, "data.threshold_file") if threshold_file else []
+        if len(self.val_selection) != 1:
+            raise DataFileError("data.val_file: one file (or one selection) is evaluated")
+        if self.tune_selection and not version_2:
+            raise DataFileError("data.threshold_file tunes SQuAD 2.0's null-score threshold: set data.version_2=true")
+        held_out = [t for part in self.val_selection + self.tune_selection for t in part.titles or ()]
+        self.train_selection = [part.excluding(held_out)
+                                for part in selections(train_file, train_articles, "data.train_file")]
+        self.version_2 = version_2
         self.max_seq_length, self.doc_stride, self.max_query_length = max_seq_length, doc_stride, max_query_length
         self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
         self.null_score_diff_threshold = null_score_diff_threshold
@@ -277,26 +406,47 @@ class SquadDataModule(VocabularyDataModule):
         self.evaluator = SquadEvaluator(AnswerSelection(n_best_size, max_answer_length, version_2,
                                                         null_score_diff_threshold))
 
-    def input_files(self) -> list[Path]:
-        return list(dict.fromkeys([Path(self.train_file), Path(self.val_file)]))
+    @property
+    def train_file(self) -> str:
+        return self.train_selection[0].file
 
-    def _features(self, path, articles, limit, labels):
-        examples = read_squad(path, articles)[:limit]
+    @property
+    def val_file(self) -> str:
+        return self.val_selection[0].file
+
+    def input_files(self) -> list[Path]:
+        parts = self.train_selection + self.val_selection + self.tune_selection
+        return list(dict.fromkeys(Path(part.file) for part in parts))
+
+    def _features(self, examples, limit, labels):
+        examples = examples[:limit]
         features = make_features(examples, self.tokenizer, self.max_seq_length, self.doc_stride,
                                  self.max_query_length, labels)
         return examples, features
 
+    def training_examples(self) -> list[SquadExample]:
+        """The training questions, checked to share no paragraph with the evaluated or tuning ones."""
+        train = read_selections(self.train_selection)
+        check_no_shared_contexts(train, read_selections(self.val_selection), "evaluated")
+        if self.tune_selection:
+            check_no_shared_contexts(train, read_selections(self.tune_selection), "threshold-tuning")
+        return train
+
     def setup(self, stage: str | None = None) -> None:
         if stage in (None, "fit"):
-            _, train = self._features(self.train_file, self.train_articles, self.limit_train_examples, True)
+            _, train = self._features(self.training_examples(), self.limit_train_examples, True)
             self.train_dataset = EncodedDataset([
                 {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids,
                  "start_positions": f.start_position, "end_positions": f.end_position} for f in train])
-        self.evaluator.examples, self.evaluator.features = self._features(
-            self.val_file, self.val_articles, self.limit_val_examples, False)
+        evaluator = self.evaluator
+        evaluator.examples, evaluator.features = self._features(
+            read_selections(self.val_selection), self.limit_val_examples, False)
+        if self.tune_selection:
+            evaluator.tune_examples, evaluator.tune_features = self._features(
+                read_selections(self.tune_selection), self.limit_val_examples, False)
         self.val_dataset = EncodedDataset([
             {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids, "feature_index": i}
-            for i, f in enumerate(self.evaluator.features)])
+            for i, f in enumerate(evaluator.scored_features)])
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
         batch = pad_batch(features, self.special_ids.pad, loader=self.loader, max_seq_length=self.max_seq_length)

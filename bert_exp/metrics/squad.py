@@ -121,6 +121,19 @@ def evaluate_v2(examples, predictions: dict[str, str], na_probs: dict[str, float
     return result
 
 
+def tune_null_threshold(examples, span_predictions: dict[str, str], null_odds: dict[str, float]) -> tuple[float, float]:
+    """The null-score threshold that maximises v2.0 F1 on ``examples`` (held-out questions, never the
+    evaluated ones), and that F1. ``span_predictions`` are the best non-null spans (no threshold applied).
+    Where abstaining on every question scores best, the threshold lies below every null odds."""
+    has_answer = {ex.qid: bool([a for a in ex.answers if normalize_answer(a["text"])]) for ex in examples}
+    _, f1_raw = _raw_scores(examples, span_predictions)
+    best, threshold = _best_threshold(span_predictions, f1_raw, null_odds, has_answer)
+    abstain_all = 100.0 * sum(not h for h in has_answer.values()) / len(f1_raw)
+    if best <= abstain_all:  # no threshold beats abstaining everywhere (the official search then says 0.0)
+        threshold = min(null_odds[qid] for qid in f1_raw) - 1.0
+    return threshold, best
+
+
 def v2_summary(metrics: dict, threshold: float) -> str | None:
     """The line a SQuAD 2.0 run ends with: F1 and EM at the configured null-score threshold, overall and
     for the answerable (HasAns) and unanswerable (NoAns) questions, then the official script's best F1
@@ -128,7 +141,11 @@ def v2_summary(metrics: dict, threshold: float) -> str | None:
     m = {key.removeprefix("val/"): value for key, value in metrics.items()}
     if not all(f"{part}_f1" in m for part in ("HasAns", "NoAns")):
         return None
-    line = (f"SQuAD 2.0 at null-score threshold {threshold:g}: F1 {m['f1']:.2f}, EM {m['exact_match']:.2f} "
+    where = f"null-score threshold {threshold:g}"
+    if "null_threshold" in m:  # tuned on held-out training questions (data.threshold_file)
+        where = (f"null-score threshold {m['null_threshold']:.3g} (tuned on held-out training questions, "
+                 f"F1 {m['threshold_f1']:.2f} there)")
+    line = (f"SQuAD 2.0 at {where}: F1 {m['f1']:.2f}, EM {m['exact_match']:.2f} "
             f"(HasAns F1 {m['HasAns_f1']:.2f}, EM {m['HasAns_exact']:.2f}; NoAns F1 {m['NoAns_f1']:.2f}, "
             f"EM {m['NoAns_exact']:.2f})")
     if "best_f1" in m:

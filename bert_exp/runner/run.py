@@ -8,6 +8,7 @@ import logging
 import os
 import platform
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -370,7 +371,9 @@ class RunRecord:
             "global_step": trainer.global_step,
             "fresh_parameters": getattr(module, "fresh_parameters", None),
             "throughput": {"tokens_per_sec": throughput.tokens_per_sec, "train_tokens": throughput.total_tokens,
-                           "train_seconds": round(throughput.total_seconds, 3)},
+                           "train_seconds": round(throughput.total_seconds, 3),
+                           # the process's peak resident memory so far (Linux reports KiB)
+                           "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024},
             "best_checkpoint": getattr(checkpoint, "best_model_path", None) or None,
             "best_score": _number(getattr(checkpoint, "best_model_score", None)),
             "metrics": metrics,

@@ -87,13 +87,12 @@ class QuestionAnsweringModule(BertTask):
         if evaluator is None:
             raise RuntimeError("QuestionAnsweringModule needs an evaluator: call use_evaluator() before fitting")
         by_index = {index: (s, e) for index, s, e in outputs}  # a feature repeated by a sampler counts once
-        if len(by_index) != len(evaluator.features):
+        if len(by_index) != len(evaluator.scored_features):
             raise RuntimeError(f"validation produced logits for {len(by_index)} of "
-                               f"{len(evaluator.features)} features")
+                               f"{len(evaluator.scored_features)} features")
         starts = [by_index[i][0] for i in range(len(by_index))]
         ends = [by_index[i][1] for i in range(len(by_index))]
-        predictions, null_odds = evaluator.answers(starts, ends)
-        metrics = evaluator.score(predictions, null_odds)
+        predictions, null_odds, metrics = evaluator.evaluate(starts, ends)
         for key, value in metrics.items():
             # every rank gathered every feature, so every rank logs the same values (checkpointing reads them)
             self.log(f"val/{key}", float(value), prog_bar=key in ("exact_match", "f1"))

@@ -3,15 +3,17 @@
 windows, in one run of this script; both scored with the official v2.0 metric (``bert_exp.metrics.squad``,
 which ``tests/data/test_squad_v2_official.py`` holds equal to ``evaluate-v2.0.py``).
 
-Same on both sides: all-MiniLM-L6-v2, the split (data=squad_v2_local: 12 articles of dev-v2.0-half.json to
-train, the last 4 to score), the windows (``bert_exp.data.squad.make_features``: the question, then windows
+Same on both sides: all-MiniLM-L6-v2, the split (data=squad_v2_local: dev-v1.1.json's answerable questions
+and dev-v2.0-half.json's unanswerable ones on 42 articles to train, 4 articles scored, 2 held out on which the
+null-score threshold is tuned), the windows (``bert_exp.data.squad.make_features``: the question, then windows
 of the context ``--doc-stride`` apart; unanswerable questions and answers outside a window point at [CLS]),
 batch, epochs, AdamW (fused, eps 1e-6, weight decay 0.01 except biases and LayerNorm), 10 % linear warm-up
 then linear decay, clipping at 1.0, the precision, the seed. The transformers side is transformers' model
 and loss, a plain PyTorch loop, and the post-processing of transformers' question-answering example
 (``examples/pytorch/question-answering/utils_qa.py``: the null score is the smallest [CLS] score over the
 question's windows, the ``n_best`` starts x ends inside the context and at most ``max_answer_length`` long;
-"" when the null score beats the best span by more than the threshold). It does not use BERT's max-context
+"" when the null score beats the best span by more than the threshold; the threshold is the one that scores
+best on the held-out articles, as ours). It does not use BERT's max-context
 rule (a span may start in any window holding it), which ours does.
 
     python tests/e2e/hf_squad_v2_reference.py --out squad_v2_side_by_side.json
@@ -23,8 +25,8 @@ import argparse
 import collections
 import json
 import math
-import os
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -36,15 +38,19 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 
 
-def windows(data_dir: Path, max_length: int, doc_stride: int):
-    """The training windows and the evaluator (questions, windows, answer selection) bert_exp builds."""
-    from bert_exp.data import SquadDataModule
+def windows(max_length: int, doc_stride: int):
+    """The training windows and the evaluator (questions, windows, answer selection, the threshold-tuning
+    questions) bert_exp builds for data=squad_v2_local."""
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
     from bert_exp.resources import minilm_dir
 
-    path = str(data_dir / "squad" / "dev-v2.0-half.json")
-    dm = SquadDataModule(path, path, version_2=True, train_articles=[0, 12], val_articles=[12, None],
-                         max_seq_length=max_length, doc_stride=doc_stride, vocab_file=str(minilm_dir() / "vocab.txt"),
-                         download=False)
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        cfg = compose("config", overrides=["+experiment=squad_v2_minilm_local", f"data.max_seq_length={max_length}",
+                                           f"data.doc_stride={doc_stride}", f"data.vocab_file={minilm_dir() / 'vocab.txt'}",
+                                           "data.download=false"])
+    dm = instantiate(cfg.data)
     dm.setup("fit")
     return dm.train_dataset.features, dm.evaluator
 
@@ -96,7 +102,7 @@ def example_postprocess(examples, features, starts, ends, n_best=20, max_answer_
 def train_transformers(args, train, evaluator):
     import transformers
 
-    from bert_exp.metrics.squad import evaluate_v2
+    from bert_exp.metrics.squad import evaluate_v2, tune_null_threshold
     from bert_exp.resources import minilm_dir
 
     torch.manual_seed(args.seed)
@@ -125,25 +131,33 @@ def train_transformers(args, train, evaluator):
             tokens += int(batch["attention_mask"].sum())
     train_seconds = time.perf_counter() - started
     model.eval()
-    features = [{"input_ids": f.input_ids, "token_type_ids": f.token_type_ids} for f in evaluator.features]
-    starts, ends = [], []
-    with torch.no_grad(), autocast:
-        for batch in batches(features, 64, list(range(len(features)))):
-            out = model(**batch)
-            for row, (s, e) in enumerate(zip(out.start_logits.float().numpy(), out.end_logits.float().numpy())):
-                n = int(batch["attention_mask"][row].sum())
-                starts.append(s[:n])
-                ends.append(e[:n])
-    predictions, null_odds = example_postprocess(evaluator.examples, evaluator.features, starts, ends,
-                                                 evaluator.selection.n_best_size, evaluator.selection.max_answer_length)
+
+    def logits(windows):
+        features = [{"input_ids": f.input_ids, "token_type_ids": f.token_type_ids} for f in windows]
+        starts, ends = [], []
+        with torch.no_grad(), autocast:
+            for batch in batches(features, 64, list(range(len(features)))):
+                out = model(**batch)
+                for row, (s, e) in enumerate(zip(out.start_logits.float().numpy(), out.end_logits.float().numpy())):
+                    n = int(batch["attention_mask"][row].sum())
+                    starts.append(s[:n])
+                    ends.append(e[:n])
+        return starts, ends
+
+    selection = evaluator.selection
+    spans, tune_odds = example_postprocess(evaluator.tune_examples, evaluator.tune_features,
+                                           *logits(evaluator.tune_features), selection.n_best_size,
+                                           selection.max_answer_length, math.inf)
+    threshold, tune_f1 = tune_null_threshold(evaluator.tune_examples, spans, tune_odds)
+    predictions, null_odds = example_postprocess(evaluator.examples, evaluator.features, *logits(evaluator.features),
+                                                 selection.n_best_size, selection.max_answer_length, threshold)
     scores = evaluate_v2(evaluator.examples, predictions, null_odds)
-    return {**scores, "train_tokens_per_sec": tokens / train_seconds, "train_seconds": train_seconds}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    return {**scores, "null_threshold": threshold, "threshold_f1": tune_f1, "train_tokens_per_sec": tokens / train_seconds,
+            "train_seconds": train_seconds, "peak_rss_gib": peak}
 
 
-def run_ours(args, run_dir: Path) -> dict:
-    from bert_exp.data.squad import read_squad
-    from bert_exp.metrics.squad import evaluate_v2
-
+def run_ours(args, run_dir: Path, evaluator) -> dict:
     command = [sys.executable, "-m", "bert_exp", "+experiment=squad_v2_minilm_local", f"seed={args.seed}",
                f"global_batch_size={args.batch_size}", f"trainer.max_epochs={args.epochs}",
                f"optim.optimizer.lr={args.lr}", f"data.max_seq_length={args.max_length}",
@@ -151,20 +165,28 @@ def run_ours(args, run_dir: Path) -> dict:
                f"hydra.run.dir={run_dir}"]
     print("ours:", " ".join(command[1:]), flush=True)
     subprocess.run(command, check=True, cwd=REPO)
+    return score_run(run_dir, evaluator)
+
+
+def score_run(run_dir: Path, evaluator) -> dict:
+    """A finished run of ours: its predictions and null odds scored as the official script does."""
+    from bert_exp.metrics.squad import evaluate_v2
+
     info = json.loads((run_dir / "run.json").read_text())
-    examples = read_squad(Path(args.data_dir) / "squad" / "dev-v2.0-half.json", [12, None])
     predictions = json.loads((run_dir / "predictions.json").read_text())
     null_odds = json.loads((run_dir / "null_odds.json").read_text())
-    scores = evaluate_v2(examples, predictions, null_odds)  # the files, scored as the official script does
+    scores = evaluate_v2(evaluator.examples, predictions, null_odds)  # the files, scored as the official script does
+    metrics = info["metrics"]
     throughput = info["throughput"]
-    return {**scores, "train_tokens_per_sec": throughput["tokens_per_sec"], "train_seconds": throughput["train_seconds"]}
+    return {**scores, "null_threshold": metrics["val/null_threshold"], "threshold_f1": metrics["val/threshold_f1"],
+            "train_tokens_per_sec": throughput["tokens_per_sec"], "train_seconds": throughput["train_seconds"],
+            "peak_rss_gib": throughput.get("peak_rss_mib", math.nan) / 1024}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", default=os.environ.get("BERT_EXP_DATA"))
-    parser.add_argument("--max-length", type=int, default=192)
-    parser.add_argument("--doc-stride", type=int, default=64)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--doc-stride", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--lr", type=float, default=1e-4)
@@ -172,13 +194,16 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--run-dir", default="outputs/squad_v2_side_by_side", help="our run's directory")
     parser.add_argument("--out")
+    parser.add_argument("--ours-run", help="score this finished run of ours (made with these settings) instead "
+                        "of starting one")
     args = parser.parse_args(argv)
-    ours = run_ours(args, Path(args.run_dir).resolve() / f"seed{args.seed}")
-    train, evaluator = windows(Path(args.data_dir), args.max_length, args.doc_stride)
+    train, evaluator = windows(args.max_length, args.doc_stride)
+    ours = (score_run(Path(args.ours_run), evaluator) if args.ours_run
+            else run_ours(args, Path(args.run_dir).resolve() / f"seed{args.seed}", evaluator))
     print(f"transformers: {len(train)} training windows, {len(evaluator.features)} evaluation windows", flush=True)
     theirs = train_transformers(args, train, evaluator)
-    keys = ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact", "best_f1", "best_f1_thresh",
-            "train_tokens_per_sec")
+    keys = ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact", "null_threshold", "threshold_f1",
+            "best_f1", "best_f1_thresh", "train_tokens_per_sec", "peak_rss_gib")
     print("| | " + " | ".join(keys) + " |")
     for name, scores in (("bert_exp", ours), ("transformers", theirs)):
         print(f"| {name} | " + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")
