@@ -1,8 +1,10 @@
-"""Sentence(-pair) classification and regression data in GLUE-style TSV files (CoLA, SST-2, ...).
+"""Sentence(-pair) classification and regression data in GLUE-style TSV files (every GLUE task).
 
 Every row is checked: the column count (when ``num_columns`` is given), a non-empty text, and a label
-that is an integer in ``[0, num_labels)`` (or a number, for regression with ``num_labels=1``). A bad
-row stops the run with ``file:line`` and what is wrong.
+that is an integer in ``[0, num_labels)``, a number (regression, ``num_labels=1``), or a string that
+``label_map`` maps (MNLI's ``entailment``, ...). A bad row stops the run with ``file:line`` and what is
+wrong. Columns are positions, or names when the file has a header (MNLI's train and dev files hold the
+label at different positions under one name).
 """
 
 from __future__ import annotations
@@ -21,42 +23,81 @@ from .loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, r
 class Example:
     texts: tuple[str, ...]
     label: float | int
+    index: str = ""  # the row's id (a test file's index column, else its position): GLUE's submission key
 
 
-def read_tsv(path: str | Path, text_columns: list[int], label_column: int | None, num_labels: int,
-             num_columns: int | None = None, header: bool = False) -> list[Example]:
+Column = int | str  # a position, or a header name (files with a header row)
+
+
+def _positions(path: Path, header_cols: list[str] | None, columns: list[Column], what: str) -> list[int]:
+    """Column names (read from the header row) or positions, as positions."""
+    out = []
+    for column in columns:
+        if isinstance(column, int):
+            out.append(column)
+        elif header_cols is None:
+            raise DataFileError(f"{path}: {what} {column!r} is a column name, but the file has no header (data.header)")
+        elif column not in header_cols:
+            raise DataFileError(f"{path}:1: no column {column!r} for the {what} (the header has "
+                                f"{', '.join(header_cols)})")
+        else:
+            out.append(header_cols.index(column))
+    return out
+
+
+def read_tsv(path: str | Path, text_columns: list[Column], label_column: Column | None, num_labels: int,
+             num_columns: int | None = None, header: bool = False, label_map: dict[str, int] | None = None,
+             index_column: Column | None = None) -> list[Example]:
+    """The rows of a GLUE-style TSV file. Columns are positions or (with ``header``) names. Labels are
+    integers in ``[0, num_labels)``, numbers for regression (``num_labels == 1``), or strings mapped by
+    ``label_map``; ``label_column=None`` reads an unlabelled (test) file."""
     path = Path(path)
     if not path.is_file():
         raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
+    lines = io.StringIO(read_utf8(path), newline="")
+    header_cols = None
+    if header:
+        first = lines.readline().rstrip("\r\n")
+        header_cols = first.split("\t") if first else []
+    texts_at = _positions(path, header_cols, list(text_columns), "text")
+    label_at = _positions(path, header_cols, [label_column], "label")[0] if label_column is not None else None
+    index_at = _positions(path, header_cols, [index_column], "index")[0] if index_column is not None else None
+    needed = max([*texts_at, label_at if label_at is not None else 0, index_at if index_at is not None else 0]) + 1
     examples = []
-    for lineno, line in enumerate(io.StringIO(read_utf8(path), newline=""), start=1):
-        if header and lineno == 1:
-            continue
+    for lineno, line in enumerate(lines, start=2 if header else 1):
         line = line.rstrip("\r\n")
         if not line.strip():
             continue
         cols = line.split("\t")
-        needed = max([*text_columns, label_column if label_column is not None else 0]) + 1
         if (num_columns is not None and len(cols) != num_columns) or len(cols) < needed:
             raise DataFileError(f"{path}:{lineno}: expected {num_columns or needed} tab-separated columns, "
                                 f"found {len(cols)}")
-        texts = tuple(cols[c] for c in text_columns)
+        texts = tuple(cols[c] for c in texts_at)
         if not all(t.strip() for t in texts):
-            raise DataFileError(f"{path}:{lineno}: empty text in column {text_columns}")
+            raise DataFileError(f"{path}:{lineno}: empty text in column {list(text_columns)}")
         label: float | int = -1
-        if label_column is not None:
-            raw = cols[label_column].strip()
-            try:
-                label = float(raw) if num_labels == 1 else int(raw)
-            except ValueError:
-                label = None
-            if label is None or (num_labels > 1 and not 0 <= label < num_labels):
-                expected = "a number" if num_labels == 1 else f"an integer in 0..{num_labels - 1}"
-                raise DataFileError(f"{path}:{lineno}: label {raw!r} is not {expected}")
-        examples.append(Example(texts, label))
+        if label_at is not None:
+            label = parse_label(cols[label_at].strip(), num_labels, label_map, f"{path}:{lineno}")
+        index = cols[index_at].strip() if index_at is not None else str(len(examples))
+        examples.append(Example(texts, label, index))
     if not examples:
         raise DataFileError(f"{path}: no examples")
     return examples
+
+
+def parse_label(raw: str, num_labels: int, label_map: dict[str, int] | None, where: str) -> float | int:
+    if label_map:
+        if raw not in label_map:
+            raise DataFileError(f"{where}: label {raw!r} is not in data.label_map ({', '.join(label_map)})")
+        return label_map[raw]
+    try:
+        label = float(raw) if num_labels == 1 else int(raw)
+    except ValueError:
+        label = None
+    if label is None or (num_labels > 1 and not 0 <= label < num_labels):
+        expected = "a number" if num_labels == 1 else f"an integer in 0..{num_labels - 1}"
+        raise DataFileError(f"{where}: label {raw!r} is not {expected}")
+    return label
 
 
 def pop_from_longer(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
@@ -86,18 +127,53 @@ def encode_pairs_google(tokenizer, pairs: list[tuple[str, str]], max_seq_length:
     return encodings
 
 
+@dataclass(frozen=True)
+class HoldOut:
+    """A validation set cut from the training file: its last rows (``last_rows``), or the rows whose id
+    columns are listed in ``ids_file`` (GLUE's MRPC dev set: pairs of sentence ids, one pair a line)."""
+
+    name: str = "dev"
+    last_rows: int | None = None
+    ids_file: str | None = None
+    id_columns: tuple[Column, ...] = ()
+
+    def __post_init__(self):
+        if (self.last_rows is None) == (self.ids_file is None):
+            raise DataFileError("data.hold_out: give exactly one of last_rows or ids_file (with id_columns)")
+        if self.ids_file is not None and not self.id_columns:
+            raise DataFileError("data.hold_out.ids_file: name the training file's id_columns it lists")
+
+    def split(self, examples: list[Example], ids: list[tuple[str, ...]] | None) -> tuple[list[Example], list[Example]]:
+        if self.last_rows is not None:
+            if not 0 < self.last_rows < len(examples):
+                raise DataFileError(f"data.hold_out.last_rows={self.last_rows}: the training file has "
+                                    f"{len(examples)} rows")
+            return examples[:-self.last_rows], examples[-self.last_rows:]
+        listed = {tuple(line.split("\t")) for line in read_utf8(Path(self.ids_file)).splitlines() if line.strip()}
+        held = [i for i, key in enumerate(ids) if key in listed]
+        if len(held) != len(listed):
+            raise DataFileError(f"{self.ids_file}: {len(listed) - len(held)} of its {len(listed)} id rows are not in "
+                                "the training file")
+        chosen = set(held)
+        return ([e for i, e in enumerate(examples) if i not in chosen], [examples[i] for i in held])
+
+
 class GlueDataModule(TrainAndValSetsDataModule):
-    """Train file + one or more named validation files; single sentences or pairs (two text columns)."""
+    """Train file + one or more named validation files; single sentences or pairs (two text columns).
+    Columns are positions or header names; string labels are mapped by ``label_map``; ``hold_out`` cuts a
+    validation set from the training file (MRPC)."""
 
     def __init__(
         self,
         train_file: str,
         val_files: dict[str, str],
-        text_columns: list[int],
-        label_column: int,
+        text_columns: list[Column],
+        label_column: Column,
         num_labels: int = 2,
         num_columns: int | None = None,
         header: bool = False,
+        label_map: dict[str, int] | None = None,
+        hold_out: dict | None = None,
         max_seq_length: int = 128,
         vocab_file: str | None = None,
         lowercase: bool = True,
@@ -114,7 +190,17 @@ class GlueDataModule(TrainAndValSetsDataModule):
         self.pair_truncation = pair_truncation
         if not 1 <= len(text_columns) <= 2:
             raise ValueError("data.text_columns: one column (single sentences) or two (pairs)")
-        self.train_file, self.val_files = train_file, dict(val_files)
+        self.label_map = dict(label_map) if label_map else None
+        if self.label_map is not None:
+            wrong = {k: v for k, v in self.label_map.items() if not (isinstance(v, int) and 0 <= v < max(num_labels, 2))}
+            if wrong or num_labels == 1:
+                raise DataFileError(f"data.label_map: every label maps to a class in 0..{num_labels - 1} "
+                                    f"(num_labels={num_labels}); wrong: {wrong or 'a regression task has no map'}")
+        self.hold_out = HoldOut(**{k: (tuple(v) if k == "id_columns" else v) for k, v in hold_out.items()}) if hold_out else None
+        self.train_file, self.val_files = train_file, dict(val_files or {})
+        if self.hold_out is not None and Path(self.val_files.get(self.hold_out.name, "")) != Path(train_file):
+            raise DataFileError(f"data.hold_out.name={self.hold_out.name!r}: list it in data.val_files with the "
+                                f"training file as its file ({self.hold_out.name}: ${{data.train_file}})")
         self.text_columns, self.label_column = list(text_columns), label_column
         self.num_labels, self.num_columns, self.header = num_labels, num_columns, header
         self.max_seq_length = max_seq_length
@@ -123,10 +209,23 @@ class GlueDataModule(TrainAndValSetsDataModule):
         self.datasets: dict[str, EncodedDataset] = {}
 
     def input_files(self) -> list[Path]:
-        return [Path(self.train_file), *map(Path, self.val_files.values())]
+        extra = [Path(self.hold_out.ids_file)] if self.hold_out and self.hold_out.ids_file else []
+        return list(dict.fromkeys([Path(self.train_file), *map(Path, self.val_files.values()), *extra]))
 
     def read(self, path: str) -> list[Example]:
-        return read_tsv(path, self.text_columns, self.label_column, self.num_labels, self.num_columns, self.header)
+        return read_tsv(path, self.text_columns, self.label_column, self.num_labels, self.num_columns, self.header,
+                        self.label_map)
+
+    def train_and_held_out(self) -> tuple[list[Example], list[Example]]:
+        """The training rows, and the rows ``hold_out`` takes from them (none without it)."""
+        train = self.read(self.train_file)
+        if self.hold_out is None:
+            return train, []
+        ids = None
+        if self.hold_out.ids_file:
+            ids = [e.texts for e in read_tsv(self.train_file, list(self.hold_out.id_columns), None, self.num_labels,
+                                             self.num_columns, self.header)]
+        return self.hold_out.split(train, ids)
 
     def encode(self, examples: list[Example]) -> EncodedDataset:
         tokenizer = self.tokenizer
@@ -141,12 +240,13 @@ class GlueDataModule(TrainAndValSetsDataModule):
                                for enc, e in zip(encodings, examples)])
 
     def setup(self, stage: str | None = None) -> None:
-        train = self.read(self.train_file)
+        train, held_out = self.train_and_held_out()
         if self.limit_train_examples:
             train = train[: self.limit_train_examples]
         self.datasets = {"train": self.encode(train)}
         for name, path in self.val_files.items():
-            self.datasets[name] = self.encode(self.read(path))
+            held = self.hold_out is not None and name == self.hold_out.name
+            self.datasets[name] = self.encode(held_out if held else self.read(path))
 
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
         batch = pad_batch(features, self.special_ids.pad, loader=self.loader, max_seq_length=self.max_seq_length)

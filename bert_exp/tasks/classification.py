@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MetricCollection
-from torchmetrics.classification import MulticlassAccuracy, MulticlassMatthewsCorrCoef
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassMatthewsCorrCoef
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
 from ..model import BertConfig, BertForSequenceClassification
@@ -13,9 +13,22 @@ from .base import BertTask, Vocabulary
 from .optim import OptimSettings
 
 
+class PositiveClassF1(MulticlassF1Score):
+    """F1 of the positive class (label 1), as GLUE scores MRPC and QQP (scikit-learn's ``f1_score``)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(num_classes=2, average=None, **kwargs)
+
+    def compute(self):
+        return super().compute()[1]
+
+
 def build_metrics(names: list[str], num_labels: int) -> MetricCollection:
+    if "f1" in names and num_labels != 2:
+        raise ValueError(f"task.module.metrics: f1 is the positive class's F1 of a binary task, not of {num_labels} labels")
     factories = {
         "acc": lambda: MulticlassAccuracy(num_classes=num_labels, average="micro"),
+        "f1": PositiveClassF1,
         "mcc": lambda: MulticlassMatthewsCorrCoef(num_classes=num_labels),
         "pearson": PearsonCorrCoef,
         "spearman": SpearmanCorrCoef,

@@ -103,3 +103,129 @@ def test_pair_truncation_as_the_original(tmp_path):
     assert lengths == {"longest_first": (4, 5), "google": (5, 4)}
     with pytest.raises(ValueError, match="data.pair_truncation='tf'"):
         GlueDataModule(str(train), {}, text_columns=[0], label_column=2, pair_truncation="tf")
+
+
+# -- every GLUE task: labels as the files spell them, columns by name, dev sets cut from train ------------
+
+GLUE_LOCAL = {  # the rows at hand (see $BERT_EXP_DATA/README): preset -> rows per set
+    "glue_rte_minilm_local": {"train": 1244, "dev": 139, "test": 1384},
+    "glue_wnli_minilm": {"train": 565, "dev": 70},
+    "glue_stsb_minilm_local": {"train": 4249, "dev": 1500},
+    "glue_mrpc_minilm_local": {"train": 2168, "dev": 408},
+}
+
+
+@pytest.mark.parametrize("experiment", sorted(GLUE_LOCAL))
+def test_each_local_glue_preset_reads_its_rows(data_dir, experiment):
+    from helpers import compose_config
+    from hydra.utils import instantiate
+
+    cfg = compose_config([f"+experiment={experiment}", f"data.vocab_file={minilm_dir() / 'vocab.txt'}"])
+    dm = instantiate(cfg.data)
+    dm.setup()
+    assert {name: len(rows) for name, rows in dm.datasets.items()} == GLUE_LOCAL[experiment]
+    assert list(cfg.task.module.val_sets) == list(dm.val_files)
+    labels = [row["label"] for row in dm.datasets["train"]]
+    if cfg.data.num_labels == 1:
+        assert 0.0 <= min(labels) and max(labels) == 5.0
+    else:
+        assert set(labels) == {0, 1}
+
+
+def test_rte_labels_are_mapped_from_their_strings(data_dir):
+    rows = read_tsv(data_dir / "glue" / "RTE" / "train.tsv", ["sentence1", "sentence2"], "label", 2, 4, True,
+                    {"entailment": 0, "not_entailment": 1})
+    assert len(rows) == 1244 and sum(1 - e.label for e in rows) == 627  # 627 entailment (the README's count)
+
+
+def test_mrpc_local_holds_out_its_last_rows(data_dir):
+    every = read_tsv(data_dir / "glue" / "MRPC" / "train.tsv", [3, 4], 0, 2, 5)
+    dm = GlueDataModule(str(data_dir / "glue" / "MRPC" / "train.tsv"), {"dev": str(data_dir / "glue" / "MRPC" / "train.tsv")},
+                        [3, 4], 0, num_columns=5, hold_out={"name": "dev", "last_rows": 408})
+    train, dev = dm.train_and_held_out()
+    assert train == every[:-408] and dev == every[-408:]
+
+
+MNLI_TRAIN = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+              "sentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label\n"
+              "0\t1\t1e\tgov\t(x)\t(y)\t(X)\t(Y)\tThe cat sat.\tA cat sat.\tentailment\tentailment\n"
+              "1\t2\t2n\tgov\t(x)\t(y)\t(X)\t(Y)\tThe dog ran.\tA dog ran fast.\tneutral\tneutral\n"
+              "2\t3\t3c\tgov\t(x)\t(y)\t(X)\t(Y)\tIt rained.\tIt was dry.\tcontradiction\tcontradiction\n")
+MNLI_DEV = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+            "sentence2_parse\tsentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n"
+            "0\t9\t9n\tfiction\t(x)\t(y)\t(X)\t(Y)\tHe left.\tHe went.\tneutral\tneutral\tentailment\tneutral\t"
+            "neutral\tneutral\n")
+
+
+def test_mnli_reads_the_gold_label_by_name_in_train_and_dev(tmp_path):
+    """MNLI's train file has 12 columns and its dev files 16: the label is found by its header name."""
+    from helpers import compose_config
+    from hydra.utils import instantiate
+
+    glue = tmp_path / "glue" / "MNLI"
+    glue.mkdir(parents=True)
+    (glue / "train.tsv").write_text(MNLI_TRAIN)
+    (glue / "dev_matched.tsv").write_text(MNLI_DEV)
+    (glue / "dev_mismatched.tsv").write_text(MNLI_DEV.replace("fiction", "letters"))
+    cfg = compose_config(["+experiment=glue_mnli_minilm", f"paths.data_dir={tmp_path}",
+                          f"data.vocab_file={minilm_dir() / 'vocab.txt'}"])
+    dm = instantiate(cfg.data)
+    dm.setup()
+    assert [row["label"] for row in dm.datasets["train"]] == [0, 1, 2]
+    assert [row["label"] for row in dm.datasets["dev_mismatched"]] == [1]
+    assert cfg.task.monitor == "val/acc" and list(cfg.task.module.val_sets) == ["dev_matched", "dev_mismatched"]
+
+
+QQP = "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n7\t1\t2\tHow old is he?\tWhat is his age?\t1\n"
+QNLI = "index\tquestion\tsentence\tlabel\n0\tWho won?\tThe Broncos won.\tentailment\n"
+
+
+@pytest.mark.parametrize("experiment, folder, text, label", [
+    ("glue_qqp_minilm", "QQP", QQP, 1), ("glue_qnli_minilm", "QNLI", QNLI, 0)])
+def test_qqp_and_qnli_read_their_formats(tmp_path, experiment, folder, text, label):
+    from helpers import compose_config
+    from hydra.utils import instantiate
+
+    (tmp_path / "glue" / folder).mkdir(parents=True)
+    for name in ("train.tsv", "dev.tsv"):
+        (tmp_path / "glue" / folder / name).write_text(text)
+    cfg = compose_config([f"+experiment={experiment}", f"paths.data_dir={tmp_path}",
+                          f"data.vocab_file={minilm_dir() / 'vocab.txt'}"])
+    dm = instantiate(cfg.data)
+    dm.setup()
+    assert [row["label"] for row in dm.datasets["dev"]] == [label]
+    assert (torch.tensor(dm.datasets["dev"][0]["token_type_ids"]) == 1).any()  # a pair
+
+
+def test_mrpc_dev_is_the_pairs_glue_lists(tmp_path):
+    """GLUE's MRPC dev set: the training pairs whose two sentence ids dev_ids.tsv lists."""
+    train = write(tmp_path, "msr_paraphrase_train.txt",
+                  "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t10\t11\tA b.\tA c.\n0\t12\t13\tD e.\tF g.\n"
+                  "1\t14\t15\tH i.\tH j.\n")
+    ids = write(tmp_path, "dev_ids.tsv", "12\t13\n")
+    dm = GlueDataModule(str(train), {"dev": str(train)}, ["#1 String", "#2 String"], "Quality", num_columns=5,
+                        header=True, hold_out={"name": "dev", "ids_file": str(ids), "id_columns": ["#1 ID", "#2 ID"]})
+    train_rows, dev_rows = dm.train_and_held_out()
+    assert [e.texts for e in dev_rows] == [("D e.", "F g.")] and len(train_rows) == 2
+    write(tmp_path, "dev_ids.tsv", "12\t13\n99\t98\n")
+    with pytest.raises(DataFileError, match=r"dev_ids.tsv: 1 of its 2 id rows are not in the training file"):
+        dm.train_and_held_out()
+
+
+@pytest.mark.parametrize("text, kwargs, message", [
+    ("index\ts1\ts2\tlabel\n0\tA.\tB.\tentailment\n1\tC.\tD.\tcontradicts\n",
+     {"label_map": {"entailment": 0, "not_entailment": 1}},
+     r"bad.tsv:3: label 'contradicts' is not in data.label_map \(entailment, not_entailment\)"),
+    ("index\ts1\ts2\tlabel\n0\tA.\tB.\tentailment\n1\tC.\tD.\n", {"label_map": {"entailment": 0}},
+     r"bad.tsv:3: expected 4 tab-separated columns, found 3"),
+    ("index\ts1\ts2\n0\tA.\tB.\n", {"label_map": {"entailment": 0}},
+     r"bad.tsv:1: no column 'label' for the label \(the header has index, s1, s2\)"),
+])
+def test_bad_glue_rows_name_file_and_line(tmp_path, text, kwargs, message):
+    with pytest.raises(DataFileError, match=message):
+        read_tsv(write(tmp_path, "bad.tsv", text), ["s1", "s2"], "label", 2, 4, header=True, **kwargs)
+
+
+def test_a_column_name_without_a_header_is_refused(tmp_path):
+    with pytest.raises(DataFileError, match="is a column name, but the file has no header"):
+        read_tsv(write(tmp_path, "t.tsv", "0\tA.\n"), ["sentence"], 0, 2)
