@@ -1,15 +1,24 @@
-"""Data: tokenizer, corpus reading, instance creation, masking, and the DataModules.
+"""Data, in two flows and the parts they share.
+
+- ``corpus/``: the pre-training path: read corpus files -> tokenize (train the vocabulary) -> instances
+  -> prepare (litdata chunks) -> stream, and the pre-training DataModule.
+- ``tasks/``: the fine-tuning data sets: GLUE-style TSV, SQuAD, tagging (CoNLL).
+- here: what both use: ``tokenizer.py``, ``base.py`` (the DataModules' base), ``loading.py``,
+  ``sampling.py``, ``hashing.py``.
 
 The names below are imported when first used, so a process that needs one algorithm (a data
-preparation worker) does not import Lightning with the DataModules."""
+preparation worker) does not import Lightning with the DataModules. Hydra's ``_target_`` values name
+them here (``bert_exp.data.PretrainingDataModule``)."""
 
 from importlib import import_module
 
+# name -> the module that defines it (relative to this package)
 _WHERE = {
-    "GlueDataModule": ".glue", "InstanceSettings": ".corpus", "LoaderSettings": ".loading",
-    "MaskingSettings": ".masking", "PretrainingCollator": ".masking", "PretrainingDataModule": ".pretraining",
-    "SpecialIds": ".masking", "SquadDataModule": ".squad", "TaggingDataModule": ".tagging",
-    "TokenizerSpec": ".pretraining", "mask_tokens": ".masking",
+    "CausalLMCollator": ".corpus.masking", "GlueDataModule": ".tasks.glue", "IGNORE_INDEX": ".corpus.masking",
+    "InstanceSettings": ".corpus.groups", "LoaderSettings": ".loading", "MaskingSettings": ".corpus.masking",
+    "PrepareSettings": ".corpus.preparation", "PretrainingCollator": ".corpus.masking",
+    "PretrainingDataModule": ".corpus.datamodule", "SpecialIds": ".tokenizer", "SquadDataModule": ".tasks.squad",
+    "TaggingDataModule": ".tasks.tagging", "TokenizerSpec": ".corpus.datamodule", "mask_tokens": ".corpus.masking",
 }
 
 

@@ -14,9 +14,8 @@ from tokenizers import Tokenizer
 
 from .hashing import files_sha256
 from .loading import LoaderSettings, check_inputs
-from .masking import SpecialIds
 from .sampling import EvaluationSampler, TrainingSampler, process_group
-from .tokenizer import checkpoint_tokenizer, load_vocab_file, save_vocab
+from .tokenizer import SpecialIds, checkpoint_tokenizer, load_vocab_file, save_vocab
 
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}

@@ -1,8 +1,8 @@
 """What the DataModules share for reading: the loader settings, the error for a bad input file, the check
 that inputs exist, an in-memory dataset of encoded examples and the padding collate.
 
-Settings groups (this :class:`LoaderSettings`, :class:`~bert_exp.data.masking.MaskingSettings`,
-:class:`~bert_exp.data.corpus.InstanceSettings`, and the tasks' ``OptimSettings`` and ``Vocabulary``)
+Settings groups (this :class:`LoaderSettings`, :class:`~bert_exp.data.corpus.masking.MaskingSettings`,
+:class:`~bert_exp.data.corpus.groups.InstanceSettings`, and the tasks' ``OptimSettings`` and ``Vocabulary``)
 are dataclasses that hold their defaults; nowhere else repeats them. The config gives each its own
 node (``data.loader``, ``data.masking``, ``data.instances``), generated from the dataclass
 (bert_exp/runner/settings_store.py) with a ``_target_``, so Hydra builds the dataclass itself and the

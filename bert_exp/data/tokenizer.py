@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,18 @@ from .loading import read_utf8
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CONTINUATION = "##"  # WordPiece's prefix of the pieces that continue a word
 KINDS = ("wordpiece", "byte_bpe")
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    """The special tokens' ids and the vocabulary's size: all that masking and the heads know of a
+    tokenizer (here, not in corpus/masking.py, so the fine-tuning DataModules need no pre-training code)."""
+
+    pad: int
+    cls: int
+    sep: int
+    mask: int
+    vocab_size: int
 
 
 def _bert_template(tokenizer: Tokenizer) -> processors.TemplateProcessing | None:

@@ -13,10 +13,7 @@ import dataclasses
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from ..data.corpus import InstanceSettings
-from ..data.loading import LoaderSettings
-from ..data.masking import MaskingSettings
-from ..data.preparation import PrepareSettings
+from ..data import InstanceSettings, LoaderSettings, MaskingSettings, PrepareSettings
 from ..tasks.optim import OptimSettings
 
 # name in the `settings` group -> (dataclass, fields left out of the config)

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..data.masking import IGNORE_INDEX
+from ..data import IGNORE_INDEX
 from ..metrics.mean import WeightedMean
 from ..model import BertConfig, BertForPreTraining, ElectraForPreTraining
 from .base import BertTask, Vocabulary

@@ -56,7 +56,7 @@ class QuestionAnsweringModule(BertTask):
         self.model = BertForQuestionAnswering(model_config, layers)
         self.use_encoder(encoder)
         self._outputs: list[tuple[int, np.ndarray, np.ndarray]] = []
-        self.evaluator = None  # handed over by the runner: bert_exp.data.squad.SquadEvaluator
+        self.evaluator = None  # handed over by the runner: bert_exp.data.tasks.squad.SquadEvaluator
 
     def use_evaluator(self, evaluator) -> None:
         """The validation questions and how to score them (examples, features, answer selection)."""

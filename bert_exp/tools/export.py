@@ -21,7 +21,7 @@ import sys
 
 import torch
 
-from ..data.preparation import parse_bytes
+from ..data.corpus import parse_bytes
 from ..errors import UserError
 from ..model.hf import save_hf_directory
 from ..tasks.checkpoints import load_checkpoint

@@ -31,8 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data.squad import SquadExample, make_features, span_candidates
-from ..data.tagging import windows
+from ..data.tasks import SquadExample, make_features, span_candidates, windows
 from ..data.tokenizer import checkpoint_tokenizer, tokenizer_kind
 from ..errors import UserError
 from ..metrics.tagging import entities

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ..data.squad import SquadExample, make_features
+from ..data.tasks import SquadExample, make_features
 from ..data.tokenizer import checkpoint_tokenizer, load_vocab_file
 from ..errors import UserError
 
@@ -67,7 +67,7 @@ def encode(tokenizer: Tokenizer, text: str, pair: str | None = None, max_length:
 
 def squad_windows(tokenizer: Tokenizer, question: str, context: str, max_length: int, doc_stride: int,
                   max_query_length: int = 64) -> list[dict]:
-    """The windows of data/squad.py's make_features: [CLS] question [SEP] window [SEP] each."""
+    """The windows of data/tasks/squad.py's make_features: [CLS] question [SEP] window [SEP] each."""
     features = make_features([SquadExample("0", question, context, [])], tokenizer, max_length, doc_stride,
                              max_query_length, labels=False)
     vocab = {i: t for t, i in tokenizer.get_vocab(with_added_tokens=True).items()}

@@ -13,11 +13,12 @@ from bert_exp.data import (
     TokenizerSpec,
 )
 from bert_exp.data.base import VocabularyDataModule
-from bert_exp.data.masking import SpecialIds, continuation_table
-from bert_exp.data.squad import SquadExample, answer_token_span, make_features
-from bert_exp.data.tagging import IGNORE, TaggingDataModule
+from bert_exp.data.corpus.masking import continuation_table
+from bert_exp.data.tasks.squad import SquadExample, answer_token_span, make_features
+from bert_exp.data.tasks.tagging import IGNORE, TaggingDataModule
 from bert_exp.data.tokenizer import (
     SPECIAL_TOKENS,
+    SpecialIds,
     VocabularyError,
     checkpoint_tokenizer,
     load_vocab_file,
@@ -66,7 +67,7 @@ def test_offsets_are_character_offsets_into_the_text(bpe):
     # every character but the spaces is covered by some token
     covered = {i for start, end in enc.offsets for i in range(start, end)}
     assert covered == {i for i, c in enumerate(text) if c != " "}
-    # SQuAD maps a character span to tokens and back (bert_exp.data.squad)
+    # SQuAD maps a character span to tokens and back (bert_exp.data.tasks.squad)
     for answer in ("Z\u00fcrich", "caf\u00e9", "1999", "\U0001f600", "closed"):
         start = text.index(answer)
         first, last = answer_token_span(enc.offsets, start, start + len(answer))

@@ -13,20 +13,13 @@ import pytest
 from helpers import compose_config
 
 from bert_exp.data import PretrainingDataModule, TokenizerSpec
-from bert_exp.data import pretraining as pretraining_module
+from bert_exp.data.corpus import datamodule as pretraining_module
 from bert_exp.datasets.catalog import load_catalog
-from bert_exp.data.corpus import InstanceSettings
-from bert_exp.data.preparation import PrepareSettings, prepare
-from bert_exp.data.storage import Location
-from bert_exp.data.text import (
-    CorpusError,
-    ReadReport,
-    detect_format,
-    expand_inputs,
-    iter_documents,
-    iter_lines,
-    read_text,
-)
+from bert_exp.data.corpus.groups import InstanceSettings
+from bert_exp.data.corpus.preparation import PrepareSettings, prepare
+from bert_exp.data.corpus.storage import Location
+from bert_exp.data.corpus.files import CorpusError, ReadReport, detect_format, expand_inputs, iter_lines
+from bert_exp.data.corpus.text import iter_documents, read_text
 from bert_exp.data.tokenizer import tokenizer_from_vocab, train_wordpiece, vocab_list
 
 TEXT = ("The first review is short. It has two sentences.\r\n\r\n"

@@ -14,9 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from bert_exp.data import InstanceSettings, LoaderSettings, PretrainingDataModule, TokenizerSpec
-from bert_exp.data.preparation import PrepareSettings
-from bert_exp.data.sources import DatasetSource, stage_dataset
-from bert_exp.data.text import CorpusError, iter_file_documents, iter_lines, read_text
+from bert_exp.data.corpus.files import CorpusError
+from bert_exp.data.corpus.preparation import PrepareSettings
+from bert_exp.data.corpus.sources import DatasetSource, stage_dataset
+from bert_exp.data.corpus.text import iter_file_documents, iter_input_lines, read_text
 from hub_server import LocalHub
 
 
@@ -43,7 +44,7 @@ def test_table_files_give_one_document_a_row(tmp_path):
     expected = [rows[0], "Another row.\nSame doc."]
     for name in ("t.parquet", "t.jsonl", "t.arrow"):
         assert list(iter_file_documents(tmp_path / name, doc_boundary="blank_line", column="body")) == expected, name
-        assert list(iter_lines(tmp_path / name, column="body")) == [
+        assert list(iter_input_lines(tmp_path / name, column="body")) == [
             "First paragraph. Two sentences.", "", "Second paragraph.", "", "Another row.", "Same doc.", ""]
     with pytest.raises(CorpusError, match=r"t\.parquet: no column 'text' \(columns: id, body\); name the text column"):
         list(iter_file_documents(tmp_path / "t.parquet"))
@@ -112,8 +113,8 @@ def test_a_dataset_is_staged_once_and_again_when_its_files_change(tmp_path):
 STAGE = """
 import json, sys
 from pathlib import Path
-from bert_exp.data.sources import DatasetSource, stage_dataset
-from bert_exp.data.text import CorpusError
+from bert_exp.data.corpus.files import CorpusError
+from bert_exp.data.corpus.sources import DatasetSource, stage_dataset
 results = []
 for source, root in json.loads(sys.argv[1]):
     try:

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from bert_exp.data import InstanceSettings, LoaderSettings, MaskingSettings, PretrainingDataModule, TokenizerSpec
-from bert_exp.data.masking import IGNORE_INDEX
-from bert_exp.data.preparation import PrepareSettings
+from bert_exp.data.corpus.masking import IGNORE_INDEX
+from bert_exp.data.corpus.preparation import PrepareSettings
 from helpers import REPO
 
 
@@ -35,7 +35,7 @@ def test_batches(inaugural_dm):
 
 
 def test_validation_documents_are_held_out(inaugural_dm):
-    from bert_exp.data.corpus import cut_group
+    from bert_exp.data.corpus.groups import cut_group
 
     files, settings = inaugural_dm.files, inaugural_dm.settings
     splits = {split: cut_group(files, inaugural_dm.tokenizer, settings, 0, split) for split in ("train", "val")}
@@ -110,7 +110,7 @@ def test_mlm_only_and_static_masking(data_dir, cache_dir):
 
 
 def test_too_few_documents_is_a_clear_error(data_dir, cache_dir):
-    from bert_exp.data.text import CorpusError
+    from bert_exp.data.corpus import CorpusError
     dm = PretrainingDataModule(files=[str(data_dir / "corpus" / "tinyshakespeare" / "input.txt")],
                                tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir))
     with pytest.raises(CorpusError, match="1 documents"):
@@ -126,9 +126,9 @@ def test_preparation_memory_does_not_grow_with_the_corpus(data_dir, tmp_path):
     script = """
 import json, resource, sys
 from pathlib import Path
-from bert_exp.data.corpus import InstanceSettings
-from bert_exp.data.preparation import PrepareSettings, prepare
-from bert_exp.data.storage import Location
+from bert_exp.data.corpus.groups import InstanceSettings
+from bert_exp.data.corpus.preparation import PrepareSettings, prepare
+from bert_exp.data.corpus.storage import Location
 from bert_exp.data.tokenizer import load_vocab_file
 from bert_exp.resources import minilm_dir
 tokenizer = load_vocab_file(minilm_dir() / "vocab.txt")

@@ -3,7 +3,7 @@ import torch
 import transformers
 
 from bert_exp.data import GlueDataModule, LoaderSettings
-from bert_exp.data.glue import DataFileError, read_tsv
+from bert_exp.data.tasks.glue import DataFileError, read_tsv
 from bert_exp.data.tokenizer import load_vocab_file
 from bert_exp.resources import minilm_dir
 
@@ -60,7 +60,7 @@ def test_pairs_and_regression(tmp_path):
 
 def test_tokenizer_ids_equal_bert_tokenizer_fast_on_all_cola_dev_and_squad_dev(data_dir):
     """Our WordPiece (tokenizers + BERT normaliser) equals BertTokenizerFast on real text."""
-    from bert_exp.data.squad import read_squad
+    from bert_exp.data.tasks.squad import read_squad
     ours = load_vocab_file(str(minilm_dir() / "vocab.txt"))
     theirs = transformers.BertTokenizerFast.from_pretrained(minilm_dir())
     raw = data_dir / "cola" / "raw"
@@ -79,7 +79,7 @@ def test_pair_truncation_as_the_original(tmp_path):
     """Budget 9 (12 - [CLS] [SEP] [SEP]) for a pair of 10 and 20 tokens. The original pops from the
     longer, the second on ties: 10/20 -> 10/10 -> then alternately -> 5/4. tokenizers' longest_first
     gives the shorter input half the budget and the odd token to the longer: 4/5."""
-    from bert_exp.data.glue import pop_from_longer
+    from bert_exp.data.tasks.glue import pop_from_longer
 
     assert pop_from_longer(10, 20, 9) == (5, 4)
     assert pop_from_longer(20, 3, 9) == (6, 3) and pop_from_longer(3, 4, 9) == (3, 4)

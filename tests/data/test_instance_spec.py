@@ -1,4 +1,4 @@
-"""The specification of NSP instance creation (``bert_exp.data.instances``), as invariants checked on
+"""The specification of NSP instance creation (``bert_exp.data.corpus.instances``), as invariants checked on
 real-ish text over many seeds, and as golden instances stored in ``golden/nsp_instances.json``.
 
 The behaviour is that of google-research/bert ``create_pretraining_data.py`` (commit
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bert_exp.data.instances import create_instances_from_document, truncate_seq_pair
+from bert_exp.data.corpus.instances import create_instances_from_document, truncate_seq_pair
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "nsp_instances.json"
 

@@ -2,10 +2,11 @@ import random
 
 import numpy as np
 
-from bert_exp.data.corpus import InstanceSettings, assemble, cut_group, read_group_documents
-from bert_exp.data.instances import create_instances_from_document, pack_full_sentences
-from bert_exp.data.shards import to_sample
-from bert_exp.data.text import ReadReport, document_sentences, iter_text_chunks
+from bert_exp.data.corpus.files import ReadReport
+from bert_exp.data.corpus.groups import InstanceSettings, assemble, cut_group, read_group_documents
+from bert_exp.data.corpus.instances import create_instances_from_document, pack_full_sentences
+from bert_exp.data.corpus.streaming import to_sample
+from bert_exp.data.corpus.text import document_sentences, iter_text_chunks
 from bert_exp.data.tokenizer import train_wordpiece
 
 

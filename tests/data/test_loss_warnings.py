@@ -2,7 +2,7 @@
 
 import logging
 
-from bert_exp.data.corpus import CUT_WARNING_FILES, warn_about_losses
+from bert_exp.data.corpus.groups import CUT_WARNING_FILES, warn_about_losses
 
 
 def test_the_files_with_the_longest_sentences_are_named_and_the_rest_counted(caplog):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from bert_exp.data.masking import IGNORE_INDEX, PretrainingCollator, SpecialIds, mask_tokens
+from bert_exp.data.corpus.masking import IGNORE_INDEX, PretrainingCollator, mask_tokens
+from bert_exp.data.tokenizer import SpecialIds
 from helpers import synthetic_samples
 
 SPECIAL = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=30522)
@@ -126,7 +127,7 @@ def test_count_special_tokens_as_the_original():
 
 
 def test_continuation_table():
-    from bert_exp.data.masking import continuation_table
+    from bert_exp.data.corpus.masking import continuation_table
 
     table = continuation_table({"[PAD]": 0, "play": 1, "##ing": 2, "##s": 3, "run": 5})
     assert table.tolist() == [False, False, True, True, False, False]
@@ -134,7 +135,7 @@ def test_continuation_table():
 
 def test_whole_word_masking_takes_all_pieces_of_a_word_or_none():
     """Hand-made words: id 100+k starts a word, 900+ are ## pieces (words of 1 to 4 pieces)."""
-    from bert_exp.data.masking import continuation_table
+    from bert_exp.data.corpus.masking import continuation_table
 
     vocab = {f"w{k}": 100 + k for k in range(50)} | {f"##p{k}": 900 + k for k in range(50)}
     table = continuation_table(vocab)
@@ -171,7 +172,7 @@ def test_whole_word_masking_takes_all_pieces_of_a_word_or_none():
 
 
 def test_whole_word_masking_in_the_collator_over_a_batch():
-    from bert_exp.data.masking import continuation_table
+    from bert_exp.data.corpus.masking import continuation_table
 
     table = continuation_table({f"##{k}": k for k in range(5000, 30522)} | {"a": 5})
     samples = synthetic_samples(32, seed=3)  # ids 5..30521: about 5 in 6 are ## pieces, long words

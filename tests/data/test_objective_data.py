@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from bert_exp.data.corpus import InstanceSettings, assemble, cut_group, instance_layout
-from bert_exp.data.shards import to_sample
-from bert_exp.data.instances import (
+from bert_exp.data.corpus.groups import InstanceSettings, assemble, cut_group, instance_layout
+from bert_exp.data.corpus.streaming import to_sample
+from bert_exp.data.corpus.instances import (
     create_sentence_pairs_from_document,
     create_sop_instances_from_document,
     pack_doc_sentences,
     pack_full_sentences,
     pack_token_blocks,
 )
-from bert_exp.data.masking import CausalLMCollator, SpecialIds
-from bert_exp.data.tokenizer import train_wordpiece
+from bert_exp.data.corpus.masking import CausalLMCollator
+from bert_exp.data.tokenizer import SpecialIds, train_wordpiece
 
 
 def documents_of(lengths_per_doc):

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from bert_exp.data import InstanceSettings, LoaderSettings, PretrainingDataModule, TokenizerSpec
-from bert_exp.data import preparation
-from bert_exp.data.integrity import read_meta, verify_checksums
-from bert_exp.data.preparation import PrepareSettings, prepare
-from bert_exp.data.storage import Location, PreparedDataError
+from bert_exp.data.corpus import preparation
+from bert_exp.data.corpus.integrity import read_meta, verify_checksums
+from bert_exp.data.corpus.preparation import PrepareSettings, prepare
+from bert_exp.data.corpus.storage import Location, PreparedDataError
 from bert_exp.data.tokenizer import load_vocab_file
 from bert_exp.errors import UserError
 from bert_exp.resources import minilm_dir

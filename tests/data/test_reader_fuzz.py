@@ -8,8 +8,8 @@ import random
 import pytest
 import torch
 
-from bert_exp.data.glue import read_tsv
-from bert_exp.data.squad import read_squad
+from bert_exp.data.tasks.glue import read_tsv
+from bert_exp.data.tasks.squad import read_squad
 from bert_exp.data.tokenizer import load_vocab_file
 from bert_exp.errors import UserError
 from bert_exp.tasks.checkpoints import load_checkpoint

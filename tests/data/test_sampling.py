@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bert_exp.data import LoaderSettings
-from bert_exp.data.glue import read_tsv
+from bert_exp.data.tasks.glue import read_tsv
 from bert_exp.data.sampling import EvaluationSampler, TrainingSampler
 
 
@@ -30,7 +30,7 @@ def test_grouped_batches_cover_every_example_and_cut_padding(data_dir):
 
 
 def test_glue_datamodule_groups_by_length_when_asked(data_dir):
-    from bert_exp.data.glue import GlueDataModule
+    from bert_exp.data.tasks.glue import GlueDataModule
     from bert_exp.resources import minilm_dir
 
     cola = data_dir / "cola" / "raw"

@@ -1,4 +1,4 @@
-"""Prepared data (bert_exp.data.shards): groups of files, litdata's chunks, and what goes wrong with them:
+"""Prepared data (bert_exp.data.corpus.streaming): groups of files, litdata's chunks, and what goes wrong with them:
 a missing or damaged chunk is one line naming it, a preparation killed half-way leaves nothing a later run
 reads as complete (and the next run finishes it), and an object store (a local S3 server) serves as well
 as a directory."""
@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from bert_exp.data import InstanceSettings, LoaderSettings, PretrainingDataModule, TokenizerSpec
-from bert_exp.data.integrity import check_chunks
-from bert_exp.data.preparation import PrepareSettings, plan_groups
-from bert_exp.data.storage import Location, PreparedDataError
+from bert_exp.data.corpus.integrity import check_chunks
+from bert_exp.data.corpus.preparation import PrepareSettings, plan_groups
+from bert_exp.data.corpus.storage import Location, PreparedDataError
 from bert_exp.errors import UserError
 from helpers import REPO, run_cli
 
@@ -70,7 +70,7 @@ def test_a_missing_or_damaged_chunk_is_one_line_naming_it(data_dir, tmp_path):
 PREPARE = """
 import sys
 from bert_exp.data import InstanceSettings, PretrainingDataModule, TokenizerSpec
-from bert_exp.data.preparation import PrepareSettings
+from bert_exp.data.corpus.preparation import PrepareSettings
 dm = PretrainingDataModule(files=sys.argv[2:], tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=sys.argv[1],
                            instances=InstanceSettings(doc_boundary="blank_line"),
                            prepare=PrepareSettings(num_workers=1, group_bytes="4MB"))

@@ -5,8 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from bert_exp.data.glue import DataFileError
-from bert_exp.data.squad import SquadExample, SquadFeature, make_features, postprocess, read_squad
+from bert_exp.data.tasks.glue import DataFileError
+from bert_exp.data.tasks.squad import SquadExample, SquadFeature, make_features, postprocess, read_squad
 from bert_exp.data.tokenizer import load_vocab_file
 from bert_exp.metrics.squad import evaluate_v1, evaluate_v2, f1_v1, normalize_answer
 from bert_exp.resources import minilm_dir

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
-from bert_exp.data.squad import (AnswerSelection, DataFileError, SquadDataModule, SquadEvaluator, SquadExample,
+from bert_exp.data.tasks.squad import (AnswerSelection, DataFileError, SquadDataModule, SquadEvaluator, SquadExample,
                                  SquadFeature, SquadSelection, check_no_shared_contexts, read_selections, read_squad)
 from bert_exp.metrics.squad import tune_null_threshold
 from bert_exp.resources import minilm_dir

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bert_exp.data.squad import read_squad
+from bert_exp.data.tasks.squad import read_squad
 from bert_exp.metrics.squad import evaluate_v2, v2_summary
 
 GOLDEN = Path(__file__).parent / "golden"

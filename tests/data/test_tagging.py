@@ -7,7 +7,7 @@ import random
 import pytest
 
 from bert_exp.data.loading import DataFileError
-from bert_exp.data.tagging import IGNORE, TaggingDataModule, label_set, read_conll, read_conllu, windows
+from bert_exp.data.tasks.tagging import IGNORE, TaggingDataModule, label_set, read_conll, read_conllu, windows
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "run", "##ning", "in", "paris",
          "new", "york", "."]

@@ -2,8 +2,9 @@
 import pytest
 from helpers import compose_config
 
-from bert_exp.data.text import (
-    CorpusError, document_sentences, expand_inputs, iter_documents, read_text, split_documents, split_sentences,
+from bert_exp.data.corpus.files import CorpusError, expand_inputs
+from bert_exp.data.corpus.text import (
+    document_sentences, iter_documents, read_text, split_documents, split_sentences,
 )
 
 

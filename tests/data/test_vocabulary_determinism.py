@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from bert_exp.data.text import iter_text_chunks
+from bert_exp.data.corpus.text import iter_text_chunks
 from bert_exp.data.tokenizer import SPECIAL_TOKENS, train_wordpiece, vocab_list
 from helpers import REPO
 
 TRAIN = """
 import sys
 from pathlib import Path
-from bert_exp.data.text import iter_text_chunks
+from bert_exp.data.corpus.text import iter_text_chunks
 from bert_exp.data.tokenizer import save_vocab, train_byte_bpe, train_wordpiece
 kind, out, *files = sys.argv[1:]
 files = [Path(f) for f in files]
@@ -73,7 +73,7 @@ def test_the_alphabet_cut_keeps_the_most_frequent_characters_and_the_lower_code_
 
 def test_lines_and_documents_train_the_same_vocabulary(data_dir):
     """The vocabulary is trained on the files' lines; documents cut into sentences hold the same words."""
-    from bert_exp.data.text import iter_documents
+    from bert_exp.data.corpus.text import iter_documents
 
     files = [data_dir / "corpus" / "inaugural" / name for name in ("1789-Washington.txt", "1861-Lincoln.txt")]
     by_lines = vocab_list(train_wordpiece(lambda: iter_text_chunks(files, chunk_chars=4000), 800))

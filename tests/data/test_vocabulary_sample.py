@@ -9,7 +9,7 @@ import pytest
 
 from bert_exp.data import PretrainingDataModule, TokenizerSpec
 from bert_exp.data import hashing
-from bert_exp.data.text import corpus_text_bytes, sample_text_chunks
+from bert_exp.data.corpus.text import corpus_text_bytes, sample_text_chunks
 from bert_exp.waiting import WaitTimeout, wait_for
 
 

@@ -5,7 +5,7 @@ which ``tests/data/test_squad_v2_official.py`` holds equal to ``evaluate-v2.0.py
 
 Same on both sides: all-MiniLM-L6-v2, the split (data=squad_v2_local: dev-v1.1.json's answerable questions
 and dev-v2.0-half.json's unanswerable ones on 42 articles to train, 4 articles scored, 2 held out on which the
-null-score threshold is tuned), the windows (``bert_exp.data.squad.make_features``: the question, then windows
+null-score threshold is tuned), the windows (``bert_exp.data.tasks.squad.make_features``: the question, then windows
 of the context ``--doc-stride`` apart; unanswerable questions and answers outside a window point at [CLS]),
 batch, epochs, AdamW (fused, eps 1e-6, weight decay 0.01 except biases and LayerNorm), 10 % linear warm-up
 then linear decay, clipping at 1.0, the precision, the seed. The transformers side is transformers' model

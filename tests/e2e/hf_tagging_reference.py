@@ -39,7 +39,7 @@ PRESETS = {  # train file, validation sets, format, metric, epochs, lr (conf/exp
 
 
 def read(path: Path, fmt: str):
-    from bert_exp.data.tagging import read_conll, read_conllu
+    from bert_exp.data.tasks.tagging import read_conll, read_conllu
 
     return read_conllu(path) if fmt == "conllu" else read_conll(path)
 
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     import transformers
 
-    from bert_exp.data.tagging import label_set
+    from bert_exp.data.tasks.tagging import label_set
     from bert_exp.resources import minilm_dir
 
     train_rel, val_rels, fmt, metric, epochs, lr = PRESETS[args.preset]

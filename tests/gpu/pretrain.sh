@@ -97,7 +97,7 @@ if ! $PY -c "$MODULES" 2>/dev/null; then
     --target /tmp/site "$CARRY"/wheels/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-step imports 60 $PY -c "$MODULES; import bert_exp.runner, bert_exp.data.pretraining; print('imports ok')" || exit 1
+step imports 60 $PY -c "$MODULES; import bert_exp.runner, bert_exp.data.corpus.datamodule; print('imports ok')" || exit 1
 
 # (b) the corpus: read as it is (.txt.xz, the project reads xz itself); where this Python cannot read xz,
 # unpacked with the xz command, a process a file

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bert_exp.tools.bench.steps import build_ours, loss_ours, make_step, random_batch
-from bert_exp.data.masking import PretrainingCollator, SpecialIds
+from bert_exp.data import PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
 from helpers import synthetic_samples
 

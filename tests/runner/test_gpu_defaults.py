@@ -9,7 +9,7 @@ import torch
 from hydra.utils import instantiate
 
 from bert_exp.data.loading import LoaderSettings, pad_batch
-from bert_exp.data.masking import PretrainingCollator, SpecialIds
+from bert_exp.data import PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig, BertForPreTraining
 from bert_exp.model import modeling
 from bert_exp.runner.callbacks import CompileModel

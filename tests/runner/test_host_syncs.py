@@ -12,7 +12,7 @@ import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
 
-from bert_exp.data.masking import PretrainingCollator, SpecialIds
+from bert_exp.data import PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
 from bert_exp.runner.budget import Budget, BudgetClock, parse_budget
 from bert_exp.runner.callbacks import DivergenceCheck, ProgressBar, TokenThroughput

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bert_exp.data.masking import IGNORE_INDEX, CausalLMCollator, PretrainingCollator, SpecialIds
+from bert_exp.data import IGNORE_INDEX, CausalLMCollator, PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
 from bert_exp.model.hf import Checkpoint, save_hf_directory
 from bert_exp.tasks import ClassificationModule, PretrainingModule

@@ -4,7 +4,7 @@ import pytest
 import torch
 import transformers
 
-from bert_exp.data.masking import IGNORE_INDEX, PretrainingCollator, SpecialIds
+from bert_exp.data import IGNORE_INDEX, PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig
 from bert_exp.tasks import PretrainingModule, linear_warmup_decay, parameter_groups
 from bert_exp.tasks.pretraining import loss_by_position_range, position_range_names

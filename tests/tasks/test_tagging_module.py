@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bert_exp.data import LoaderSettings
-from bert_exp.data.tagging import TaggingDataModule, read_conll
+from bert_exp.data.tasks import TaggingDataModule, read_conll
 from bert_exp.metrics.tagging import entities, entity_scores, word_accuracy
 from bert_exp.model import BertConfig, BertForTokenClassification
 from bert_exp.model.hf import Checkpoint, load_hf_directory, save_hf_directory

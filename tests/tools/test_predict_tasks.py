@@ -163,7 +163,7 @@ def test_a_tagger_on_other_layers_predicts_as_its_module(tmp_path, layers):
 def test_question_answering_over_windows_agrees_with_evaluation(tmp_path, capsys):
     """A SQuAD JSON and a JSONL file, contexts longer than one window: the answers are those the
     evaluation's post-processing picks from the same logits, with offsets into the context."""
-    from bert_exp.data.squad import SquadExample, make_features, postprocess
+    from bert_exp.data.tasks.squad import SquadExample, make_features, postprocess
     from bert_exp.tasks import QuestionAnsweringModule
 
     torch.manual_seed(0)
@@ -207,7 +207,7 @@ def test_a_squad_v2_run_answers_no_answer_with_its_null_odds(tmp_path, capsys):
     """A v2.0 run (run.json: data.version_2) answers "" where the null score beats the best span by more than
     its data.null_score_diff_threshold, shows null_odds either way, and agrees with the evaluation's v2.0
     post-processing of the same logits; --null-threshold sets another threshold."""
-    from bert_exp.data.squad import SquadExample, make_features, postprocess
+    from bert_exp.data.tasks.squad import SquadExample, make_features, postprocess
     from bert_exp.tasks import QuestionAnsweringModule
 
     torch.manual_seed(1)

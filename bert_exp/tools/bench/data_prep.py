@@ -1,6 +1,6 @@
 """Data preparation, ours against transformers' usual MLM preprocessing, on the same text files.
 
-Ours: :func:`bert_exp.data.preparation.prepare` with 1 and with 2 worker processes (each group of files:
+Ours: :func:`bert_exp.data.corpus.preparation.prepare` with 1 and with 2 worker processes (each group of files:
 tokenize every document, cut sentence pairs with NSP labels, write litdata's chunks). Transformers':
 ``run_mlm.py``'s recipe, ``datasets.load_dataset("text")`` then ``map`` with the fast tokenizer (batched,
 ``num_proc=2``) and ``map`` grouping the ids into 128-token blocks (MLM only). Both use the same
@@ -53,9 +53,7 @@ def scaled_copies(files: list[Path], scale: int, directory: Path) -> list[str]:
 
 
 def prepare_ours(spec: dict) -> int:
-    from ...data.corpus import InstanceSettings
-    from ...data.preparation import PrepareSettings, prepare
-    from ...data.storage import Location
+    from ...data.corpus import InstanceSettings, Location, PrepareSettings, prepare
     from ...data.tokenizer import load_vocab_file
 
     tokenizer = load_vocab_file(spec["vocab"])
@@ -97,7 +95,8 @@ def peak_rss_with_descendants() -> int:
 
 def measure(spec: dict) -> dict:
     if spec["impl"].startswith("ours"):  # imports happen before the clock starts, for both
-        from ...data import preparation, tokenizer  # noqa: F401
+        from ...data import tokenizer  # noqa: F401
+        from ...data.corpus import preparation  # noqa: F401
     else:
         import datasets  # noqa: F401
         import transformers  # noqa: F401
@@ -109,7 +108,7 @@ def measure(spec: dict) -> dict:
 def run_data_bench(files: list[str] | None, scales: list[int], log: Callable[[str], None],
                    vocab: str | None = None, seq: int = 128, group_bytes: str = "8MB",
                    impls: tuple[str, ...] = IMPLS, doc_boundary: str = "file") -> list[dict]:
-    from ...data.text import expand_inputs
+    from ...data.corpus import expand_inputs
 
     inputs = expand_inputs(files or default_files())
     vocab = vocab or default_vocab()

@@ -144,7 +144,7 @@ def vocabulary(files: list[str], cache: Path, sample: str | None) -> dict:
     from ...data import PretrainingDataModule, TokenizerSpec
 
     dm = PretrainingDataModule(files=files, tokenizer=TokenizerSpec(sample_bytes=sample), cache_dir=str(cache))
-    from ...data.text import corpus_text_bytes
+    from ...data.corpus import corpus_text_bytes
 
     started = time.perf_counter()
     dm.data_checksums  # noqa: B018 - the inputs hashed (the vocabulary's cache key), timed apart

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...data.masking import IGNORE_INDEX
+from ...data import IGNORE_INDEX
 from ...model import (
     BertConfig,
     BertForPreTraining,

@@ -1,5 +1,5 @@
 """Writes ``nsp_instances.json``: a few documents of token ids, the parameters, the seed, and the NSP
-instances ``bert_exp.data.instances.create_instances_from_document`` makes from them.
+instances ``bert_exp.data.corpus.instances.create_instances_from_document`` makes from them.
 
 Run from the repository root: ``python tests/data/golden/make_nsp_instances.py``. Regenerate only on
 purpose: the file pins today's output, and ``test_instance_spec.py`` fails when it changes.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bert_exp.data.instances import create_instances_from_document
+from bert_exp.data.corpus.instances import create_instances_from_document
 
 HERE = Path(__file__).resolve().parent
 SEED = 12345
@@ -72,7 +72,7 @@ def make_instances(documents, seed, max_seq_length, short_seq_prob, short_seq_pe
 def main() -> None:
     documents = make_documents()
     golden = {
-        "comment": ("NSP instances of bert_exp.data.instances.create_instances_from_document, made by "
+        "comment": ("NSP instances of bert_exp.data.corpus.instances.create_instances_from_document, made by "
                     "make_nsp_instances.py (its docstring says how); the original_behaviour case was checked "
                     "equal to google-research/bert's create_instances_from_document when made. Each instance "
                     "is [tokens_a, tokens_b, is_random_next]; documents visited in order, one random.Random(seed)."),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from bert_exp.data.tagging import TaggingDataModule
+from bert_exp.data.tasks import TaggingDataModule
 from bert_exp.data import LoaderSettings
 from bert_exp.tasks.checkpoints import load_checkpoint
 from bert_exp.tools.predict import build_model

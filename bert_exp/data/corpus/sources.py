@@ -24,10 +24,10 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..errors import hub_refusal
-from .hashing import config_key
+from ...errors import hub_refusal
+from ..hashing import config_key
+from .files import CorpusError, is_corpus_file
 from .storage import Location, describe_s3_error
-from .text import CorpusError, is_corpus_file
 
 log = logging.getLogger("bert_exp.data")
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from .base import TrainAndValSetsDataModule
-from .loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch
+from ..base import TrainAndValSetsDataModule
+from ..loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch
 
 IGNORE = -100
 FORMATS = ("conll", "conllu")

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from ..metrics.squad import evaluate_v1, evaluate_v2, tune_null_threshold
-from .base import VocabularyDataModule
-from .loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, read_utf8
+from ...metrics.squad import evaluate_v1, evaluate_v2, tune_null_threshold
+from ..base import VocabularyDataModule
+from ..loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, read_utf8
 
 
 @dataclass

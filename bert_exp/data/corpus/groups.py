@@ -1,9 +1,9 @@
 """Pre-training instances from corpus text, one group of input files at a time.
 
-A group is one or more whole input files (:mod:`bert_exp.data.preparation` deals the corpus into groups and
+A group is one or more whole input files (:mod:`bert_exp.data.corpus.preparation` deals the corpus into groups and
 prepares them in worker processes). For each group :func:`cut_group` reads the documents, holds out
 validation documents, tokenizes them into one flat token array and cuts the objective's instances
-(:mod:`bert_exp.data.instances`: BERT's pairs, RoBERTa's packings, ALBERT's sentence order), whose
+(:mod:`bert_exp.data.corpus.instances`: BERT's pairs, RoBERTa's packings, ALBERT's sentence order), whose
 NotNext segments come from other documents of the same group and split, as they did when the original
 ``create_pretraining_data.py`` was run on each input shard. With a single group (a small corpus) the
 instances are those the whole corpus made before groups existed: the same documents, split, random
@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from .files import CorpusError, ReadReport
 from .instances import (
     create_instances_from_document,
     create_sentence_pairs_from_document,
@@ -39,7 +40,7 @@ from .instances import (
     pack_token_blocks,
 )
 from .overlap import Overlap
-from .text import CorpusError, ReadReport, column_of, document_sentences, iter_file_documents
+from .text import column_of, document_sentences, iter_file_documents
 
 log = logging.getLogger("bert_exp.data")
 
@@ -303,7 +304,7 @@ def cut_group(files: list[Path], tokenizer: Tokenizer, s: InstanceSettings, grou
     validation split its own documents; the training split every document, since the validation
     instances are made first from the same random generator (so a single group gives exactly what the
     whole corpus gave before groups existed). The training pass also names the documents that share a
-    paragraph with the evaluation sets of ``overlap`` (:mod:`bert_exp.data.overlap`)."""
+    paragraph with the evaluation sets of ``overlap`` (:mod:`bert_exp.data.corpus.overlap`)."""
     if s.max_seq_length < 8:
         raise CorpusError(f"data.instances.max_seq_length={s.max_seq_length} is too short for sentence pairs")
     if split not in ("train", "val"):

@@ -1,4 +1,5 @@
-"""LightningDataModule for MLM(+NSP) pre-training on a text corpus."""
+"""The pre-training LightningDataModule: a text corpus read, tokenized, prepared once and streamed (MLM, NSP
+and the other objectives' batches)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,12 @@ import torch
 from litdata import StreamingDataLoader
 from tokenizers import Tokenizer
 
-from ..errors import UserError
-from .base import VocabularyDataModule, blocking_signals, worker_init
-from .corpus import InstanceSettings, instance_key, instance_layout
-from .hashing import config_key, files_sha256
-from .loading import LoaderSettings
-from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
-from .sampling import process_group
-from .integrity import check_chunks, read_meta, verify_checksums
-from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare
-from .shards import PreparedInstances, StreamedInstances
-from .sources import DatasetSource, is_remote, stage_inputs
-from .tables import DEFAULT_COLUMN
-from .storage import Location
-from .text import CorpusError, corpus_text_bytes, detect_format, expand_inputs, iter_text_chunks, sample_text_chunks
-from .tokenizer import (
+from ...errors import UserError
+from ..base import VocabularyDataModule, blocking_signals, worker_init
+from ..hashing import config_key, files_sha256
+from ..loading import LoaderSettings
+from ..sampling import process_group
+from ..tokenizer import (
     KINDS,
     VocabularyError,
     atomic_directory,
@@ -41,6 +33,16 @@ from .tokenizer import (
     train_wordpiece,
     vocab_list,
 )
+from .files import CorpusError, detect_format, expand_inputs
+from .groups import InstanceSettings, instance_key, instance_layout
+from .integrity import check_chunks, read_meta, verify_checksums
+from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
+from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare
+from .sources import DatasetSource, is_remote, stage_inputs
+from .storage import Location
+from .streaming import PreparedInstances, StreamedInstances
+from .tables import DEFAULT_COLUMN
+from .text import corpus_text_bytes, iter_text_chunks, sample_text_chunks
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ class TokenizerSpec:
     lowercase: bool | None = None  # None: wordpiece lower-cases (BERT uncased), byte_bpe does not (RoBERTa)
     strip_accents: bool | None = None  # wordpiece only; None: strip when lower-casing, as BERT's uncased models do
     # a corpus of more text than this trains the vocabulary on a sample of this size, drawn from every
-    # file (bert_exp.data.text.sample_text_chunks); null: always the whole corpus
+    # file (bert_exp.data.corpus.text.sample_text_chunks); null: always the whole corpus
     sample_bytes: int | str | None = "1GB"
 
     def __post_init__(self):
@@ -97,7 +99,7 @@ def _parse_input(item) -> tuple[str | DatasetSource, dict]:
     """A ``data.files`` entry: a path, directory, glob or s3:// URL, or a mapping ``{path, doc_boundary,
     document_regex, text_column}`` giving those files their own document boundary (a mixture of corpora)
     or text column (table files), or a ``datasets`` corpus ``{dataset, name, split, text_column}``
-    (:mod:`bert_exp.data.sources`)."""
+    (:mod:`bert_exp.data.corpus.sources`)."""
     if isinstance(item, Mapping) and "dataset" in item:
         return DatasetSource.from_entry(dict(item)), {}
     if isinstance(item, Mapping):
@@ -137,7 +139,7 @@ class PretrainingDataModule(VocabularyDataModule):
         """``instances``: what the prepared instances are (their ``nsp`` and ``layout`` follow from
         ``objective``, ``packing`` and ``nsp``, whatever they hold); ``order_seed``: the training order
         and the dynamic masks (the run seed); ``prepare``: how and where the instances are prepared
-        (:mod:`bert_exp.data.preparation`)."""
+        (:mod:`bert_exp.data.corpus.preparation`)."""
         super().__init__(tokenizer.vocab_file, tokenizer.lowercase, download, loader)
         loader.refuse_grouping("pre-training on a corpus")
         # the objective's instances (conf/objective): sentence pairs, or one of RoBERTa's packings
@@ -153,7 +155,7 @@ class PretrainingDataModule(VocabularyDataModule):
         self.prepare_settings = prepare
         self.checksum_memo = self.cache_dir  # the inputs are hashed once per file version (bert_exp.data.hashing)
         # every node's first process prepares: all of it into the node's own directory, or its share of the
-        # groups where the nodes share the place (bert_exp.data.preparation)
+        # groups where the nodes share the place (bert_exp.data.corpus.preparation)
         self.prepare_data_per_node = True
         wanted = round(masking.masked_lm_prob * (instances.max_seq_length - 2))  # 76 at 512, as BERT base sets
         if self.objective != "clm" and wanted > masking.max_predictions_per_seq:
@@ -308,7 +310,7 @@ class PretrainingDataModule(VocabularyDataModule):
 
     def prepare_data(self) -> None:
         """On every node's first process (Lightning's contract): prepares the instances unless they are
-        (:mod:`bert_exp.data.preparation`): all of them into this node's directory, or this node's share
+        (:mod:`bert_exp.data.corpus.preparation`): all of them into this node's directory, or this node's share
         of the groups into a place the nodes share."""
         super().prepare_data()
         self.check_storage()
@@ -333,7 +335,7 @@ class PretrainingDataModule(VocabularyDataModule):
     def data_report(self) -> dict | None:
         """The prepared data's report (JSON): files by format, documents, tokens, tokens dropped by
         truncation, files decoded with the encoding fallback and their replaced bytes, tokens per
-        second of the preparation (see :mod:`bert_exp.data.corpus`); None before it is prepared."""
+        second of the preparation (see :mod:`bert_exp.data.corpus.groups`); None before it is prepared."""
         meta = self.meta or read_meta(self.prepared_location)
         if meta is None:
             return None
@@ -407,7 +409,7 @@ class PretrainingDataModule(VocabularyDataModule):
         return {"tokenizer": self.tokenizer.to_str(), "lowercase": self.lowercase, "checksums": self.data_checksums}
 
     def use_shared_state(self, state: dict) -> None:
-        from .tokenizer import tokenizer_from_json
+        from ..tokenizer import tokenizer_from_json
 
         self._tokenizer = tokenizer_from_json(state["tokenizer"], "the first process's vocabulary")
         self.lowercase = state["lowercase"]

@@ -2,7 +2,7 @@
 which reads the endpoint from ``AWS_ENDPOINT_URL`` and the credentials from the usual places).
 
 Nothing here deletes a dataset another run may be reading or writing: an object store is only ever added
-to (a dataset's files are the same bytes whoever writes them: :mod:`bert_exp.data.preparation`), and a
+to (a dataset's files are the same bytes whoever writes them: :mod:`bert_exp.data.corpus.preparation`), and a
 local directory is built beside its final place and renamed into it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..errors import UserError
+from ...errors import UserError
 
 
 class PreparedDataError(UserError, ValueError):

@@ -1,10 +1,10 @@
 """Preparing pre-training data: a corpus's instances cut once, in Lightning's litdata chunk format, into a
-local directory or an object store (:mod:`bert_exp.data.storage`).
+local directory or an object store (:mod:`bert_exp.data.corpus.storage`).
 
 **Groups.** The input files are dealt, in sorted order, into groups of about ``data.prepare.group_bytes``
 of text (whole files; :func:`plan_groups`). A group is the unit of work and of layout: worker processes
 (``data.prepare.num_workers``) each take a group and a split, read its documents, hold out validation
-documents, tokenize, cut the instances (:func:`corpus.cut_group`: NotNext segments come from the same
+documents, tokenize, cut the instances (:func:`.groups.cut_group`: NotNext segments come from the same
 group) and write them shuffled with litdata's ``BinaryWriter`` into chunks of the group's own
 (``chunk-<group>-<n>.bin``), then a record of the group (``groups/<split>-<group>.json``: its chunks with
 their sizes and sha256, and what reading it found). Each item is its token ids and ``[uid, where B
@@ -48,8 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .corpus import GroupReport, InstanceSettings, assemble, cut_group, data_report, warn_about_losses
-from .hashing import file_sha256
+from ..hashing import file_sha256
+from .groups import GroupReport, InstanceSettings, assemble, cut_group, data_report, warn_about_losses
 from .integrity import SPLITS, identity, read_meta
 from .overlap import Overlap
 from .storage import Location, PreparedDataError, is_disk_full

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from .base import TrainAndValSetsDataModule
-from .loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, read_utf8
+from ..base import TrainAndValSetsDataModule
+from ..loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, read_utf8
 
 
 @dataclass

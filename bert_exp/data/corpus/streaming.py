@@ -1,6 +1,6 @@
 """Prepared pre-training data streamed in training: from a local directory or an object store, in
-Lightning's litdata chunk format (prepared by :mod:`bert_exp.data.preparation`, checked by
-:mod:`bert_exp.data.integrity`).
+Lightning's litdata chunk format (prepared by :mod:`bert_exp.data.corpus.preparation`, checked by
+:mod:`bert_exp.data.corpus.integrity`).
 
 Training streams ``train/`` with :class:`StreamedInstances` (litdata's ``StreamingDataset``: its chunks are
 shuffled each epoch and shared out among the ranks and their loader workers); validation reads ``val/`` by

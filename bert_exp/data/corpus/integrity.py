@@ -3,7 +3,7 @@
 - **Identity** (:func:`identity`): a hash of the content alone: the vocabulary's sha256 and every chunk's
   name, size, item count and sha256 (the bytes hold every setting's effect). Copies prepared on two
   machines, at other times or with other numbers of workers, have the same identity (the layout depends
-  on the groups alone: :mod:`bert_exp.data.preparation`); timings, worker counts and the inputs' paths
+  on the groups alone: :mod:`bert_exp.data.corpus.preparation`); timings, worker counts and the inputs' paths
   are not part of it. Every rank of a run compares it with rank 0's before the first step,
   and a checkpoint records it, so a resume onto other data stops.
 - **Chunks present and whole** (:func:`check_chunks`): every chunk the index names is there with its size
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..records import write_json
-from .hashing import file_sha256
+from ...records import write_json
+from ..hashing import file_sha256
 from .storage import Location, PreparedDataError
 
 log = logging.getLogger("bert_exp.data")

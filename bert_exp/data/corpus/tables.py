@@ -1,7 +1,7 @@
 """Corpora kept as tables: Parquet, Arrow (what ``datasets`` writes) and JSON Lines files with a text column.
 
 Each row's text is one document (a Wikipedia article, a book, a review); within it, blank lines separate
-paragraphs and sentences are split as in plain text (:func:`bert_exp.data.text.document_sentences`). Rows
+paragraphs and sentences are split as in plain text (:func:`.text.document_sentences`). Rows
 whose text is empty or null are skipped. Parquet and Arrow are read a batch at a time with pyarrow (the
 text column only); JSON Lines a line at a time, through the same decompression as plain text (``.jsonl.gz``,
 ``.jsonl.xz``, ``.jsonl.zst``)."""
@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+
+from .files import CorpusError, iter_lines
 
 DEFAULT_COLUMN = "text"
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")  # a .json named as an input is read as JSON Lines, as datasets does
@@ -36,8 +38,6 @@ def table_format(path: Path) -> str | None:
 
 
 def _missing_column(path: Path, column: str, columns: list[str]):
-    from .text import CorpusError
-
     return CorpusError(f"{path}: no column {column!r} (columns: {', '.join(columns[:10]) or 'none'}); name the "
                        "text column: data.files=[{path: ..., text_column: NAME}]")
 
@@ -70,9 +70,7 @@ def _parquet_batches(path: Path, column: str):
 
 
 def _jsonl_rows(path: Path, column: str) -> Iterator[str | None]:
-    from .text import CorpusError, iter_lines
-
-    for number, line in enumerate(iter_lines(path, encoding_fallback=None, tables=False), start=1):
+    for number, line in enumerate(iter_lines(path, encoding_fallback=None), start=1):
         if not line.strip():
             continue
         try:
@@ -89,8 +87,6 @@ def _jsonl_rows(path: Path, column: str) -> Iterator[str | None]:
 
 def iter_table_texts(path: Path, column: str = DEFAULT_COLUMN, fmt: str | None = None) -> Iterator[str]:
     """The non-empty texts of a table file's ``column``, row by row, line endings normalised."""
-    from .text import CorpusError
-
     fmt = fmt or table_format(path)
     if fmt == "jsonl":
         rows = _jsonl_rows(path, column)

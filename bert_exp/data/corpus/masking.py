@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .tokenizer import SPECIAL_TOKENS
+from ..tokenizer import SPECIAL_TOKENS, SpecialIds
 
 IGNORE_INDEX = -100
 
@@ -53,15 +53,6 @@ class MaskingSettings:
     @property
     def static(self) -> bool:
         return self.mode == "static"
-
-
-@dataclass(frozen=True)
-class SpecialIds:
-    pad: int
-    cls: int
-    sep: int
-    mask: int
-    vocab_size: int
 
 
 def continuation_table(vocab: dict[str, int], prefix: str = "##", byte_level: bool = False) -> torch.Tensor:
