@@ -66,15 +66,20 @@ def _model_source(source: str | Path) -> Path:
 
 
 def run_null_threshold(source: str | Path) -> float | None:
-    """The null-score threshold of a SQuAD 2.0 run (its run.json: data.version_2 and
-    data.null_score_diff_threshold), for a run directory or a .ckpt inside one; None otherwise."""
+    """The null-score threshold of a SQuAD 2.0 run, for a run directory or a .ckpt inside one (None
+    otherwise): the one its last validation tuned on held-out questions (run.json metrics
+    ``val/null_threshold``), else its configured data.null_score_diff_threshold."""
     path = Path(source).expanduser()
     run_dir = path.parent.parent if path.suffix == ".ckpt" else path
     try:
-        data = json.loads((run_dir / "run.json").read_text())["config"]["data"]
+        info = json.loads((run_dir / "run.json").read_text())
+        data = info["config"]["data"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return float(data.get("null_score_diff_threshold", 0.0)) if data.get("version_2") else None
+    if not data.get("version_2"):
+        return None
+    tuned = (info.get("metrics") or {}).get("val/null_threshold")
+    return float(tuned) if isinstance(tuned, (int, float)) else float(data.get("null_score_diff_threshold", 0.0))
 
 
 def feature_layers(ckpt: Checkpoint) -> str:

@@ -150,3 +150,10 @@ def test_the_evaluator_answers_at_the_tuned_threshold():
     assert predictions == {"e1": "cat", "e2": ""} and metrics["f1"] == 100.0
     fixed, _ = evaluator.answers([p[0] for p in pairs[:2]], [p[1] for p in pairs[:2]])
     assert fixed == {"e1": "", "e2": ""}  # at the configured threshold 0 it would have abstained on e1
+
+
+def test_a_limited_training_set_draws_from_every_selection():
+    dm = squad_v2_local("+data.limit_train_examples=600")
+    train = dm.training_examples()
+    assert len(train) == 600
+    assert abs(sum(e.is_impossible for e in train) - 600 * 1987 / 11356) <= 1  # the unanswerable share kept (105)

@@ -41,15 +41,16 @@ REPO = Path(__file__).resolve().parents[2]
 def windows(max_length: int, doc_stride: int):
     """The training windows and the evaluator (questions, windows, answer selection, the threshold-tuning
     questions) bert_exp builds for data=squad_v2_local."""
-    from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
     from bert_exp.resources import minilm_dir
 
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
-        cfg = compose("config", overrides=["+experiment=squad_v2_minilm_local", f"data.max_seq_length={max_length}",
-                                           f"data.doc_stride={doc_stride}", f"data.vocab_file={minilm_dir() / 'vocab.txt'}",
-                                           "data.download=false"])
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers import compose_config
+
+    cfg = compose_config(["+experiment=squad_v2_minilm_local", f"data.max_seq_length={max_length}",
+                          f"data.doc_stride={doc_stride}", f"data.vocab_file={minilm_dir() / 'vocab.txt'}",
+                          "data.download=false"])
     dm = instantiate(cfg.data)
     dm.setup("fit")
     return dm.train_dataset.features, dm.evaluator

@@ -237,6 +237,13 @@ def test_a_squad_v2_run_answers_no_answer_with_its_null_odds(tmp_path, capsys):
     assert sorted(r["no_answer"] for r in results) == [False, False, True, True]
     assert [r["null_odds"] for r in results] == pytest.approx([odds[str(i)] for i in range(len(questions))], abs=1e-4)
     assert all(r["n_best"] for r in results)  # the spans it passed over are still shown
+    # a run that tuned its threshold on held-out questions (val/null_threshold) answers at that one
+    (run_dir / "run.json").write_text(json.dumps({"config": {"data": {"version_2": True,
+                                                                       "null_score_diff_threshold": 1e9}},
+                                                  "metrics": {"val/null_threshold": threshold}}))
+    tuned = Predictor(run_dir, max_length=32)
+    assert tuned.null_threshold == threshold
+    assert [r["answer"] for r in tuned.answer(questions, [context] * 4)] == [r["answer"] for r in results]
     args = [str(run_dir), "--max-length", "32"]
     for q in questions:
         args += ["--question", q, "--context", context]

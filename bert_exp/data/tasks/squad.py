@@ -425,16 +425,22 @@ class SquadDataModule(VocabularyDataModule):
         return examples, features
 
     def training_examples(self) -> list[SquadExample]:
-        """The training questions, checked to share no paragraph with the evaluated or tuning ones."""
-        train = read_selections(self.train_selection)
+        """The training questions, checked to share no paragraph with the evaluated or tuning ones, and cut to
+        ``limit_train_examples`` from each selection in proportion to its size (the first N of a
+        v1.1-then-v2.0 list would hold no unanswerable question)."""
+        parts = [read_selections([part]) for part in self.train_selection]
+        train = read_selections(self.train_selection) if len(parts) > 1 else parts[0]  # ids unique across parts
         check_no_shared_contexts(train, read_selections(self.val_selection), "evaluated")
         if self.tune_selection:
             check_no_shared_contexts(train, read_selections(self.tune_selection), "threshold-tuning")
-        return train
+        limit = self.limit_train_examples
+        if not limit or limit >= len(train):
+            return train
+        return [e for rows in parts for e in rows[:math.ceil(limit * len(rows) / len(train))]][:limit]
 
     def setup(self, stage: str | None = None) -> None:
         if stage in (None, "fit"):
-            _, train = self._features(self.training_examples(), self.limit_train_examples, True)
+            _, train = self._features(self.training_examples(), None, True)
             self.train_dataset = EncodedDataset([
                 {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids,
                  "start_positions": f.start_position, "end_positions": f.end_position} for f in train])
