@@ -210,3 +210,12 @@ def test_the_data_flows_stay_apart():
     crossing = [f"{a} -> {b}" for a, targets in graph.items() if a.startswith("bert_exp.data.")
                 for b in targets if flow(b) and flow(a) != flow(b)]
     assert not crossing, "\n".join(sorted(crossing))
+
+
+def test_the_runner_knows_no_tasks_metrics():
+    """``bert_exp.runner`` records and prints what a task hands it (``closing_lines``); it imports no
+    task's metrics (SQuAD 2.0's breakdown is the QA task's to say)."""
+    graph = import_graph(REPO / PACKAGE)
+    reaching = [f"{a} -> {b}" for a, targets in graph.items() if a.startswith("bert_exp.runner")
+                for b in targets if b.startswith("bert_exp.metrics")]
+    assert not reaching, "\n".join(sorted(reaching))

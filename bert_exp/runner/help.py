@@ -12,17 +12,22 @@ from ..resources import resource_dir
 USAGE = """usage: python -m bert_exp [+experiment=NAME] [GROUP=OPTION ...] [KEY=VALUE ...]
        python -m bert_exp -m [+sweeps=NAME] [KEY=V1,V2 ...]     (a Hydra multirun sweep)
 
-Pre-train BERT (masked LM + next-sentence prediction) and fine-tune it on CoLA, SST-2 and SQuAD, as
+Pre-train BERT (masked LM + next-sentence prediction) and fine-tune it on GLUE, SQuAD and tagging, as
 reproducible Hydra experiments run by PyTorch Lightning."""
 
 MORE = """Other commands:
   python -m bert_exp +experiment=NAME --cfg job   print the resolved config and stop
   python -m bert_exp.data list                    data sets present, missing or corrupt
   python -m bert_exp.data download NAME...        fetch data sets (verified, resumable)
-  python -m bert_exp.info                         versions, devices and precisions, data sets
+  python -m bert_exp.info [RUN]                   versions, devices and precisions, data sets (a run's state)
+  python -m bert_exp.evaluate SOURCE... [--tasks] the downstream suite: each source fine-tuned per task, a table
+  python -m bert_exp.predict SOURCE [TEXT ...]    use a trained model; its head decides the task
+  python -m bert_exp.tokenize SOURCE "text"       what the model is fed, as a table
+  python -m bert_exp.attention SOURCE "text"      where the model's heads look
   python -m bert_exp.export RUN_OR_CKPT OUT       a HuggingFace BERT directory from a run
   python -m bert_exp.report DIR                   PNG curves and a Markdown summary (run, sweep, pipeline)
   python -m bert_exp.sweep wandb NAME [OVERRIDES] a ready-made sweep as a W&B sweep spec
+  python -m bert_exp.bench                        our training steps against transformers', side by side
   python -m bert_exp --hydra-help                 Hydra's own flags
 
 Keys on their own: precision=32-true|bf16-mixed|16-mixed, global_batch_size=N (device batch and

@@ -9,7 +9,6 @@ import os
 import platform
 import re
 import resource
-import shlex
 import shutil
 import signal
 import subprocess
@@ -27,7 +26,6 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from ..metrics.squad import v2_summary
 from .callbacks import CompileModel, Diverged, DivergenceCheck, GracefulStop, LastCheckpoint, MaskFill, TokenThroughput
 from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
@@ -48,6 +46,7 @@ from .run_dir import (
     original_run_info,
     prepare_ddp_children,
     read_lock,
+    resume_command,
     sweep_job_environment,
     weights_sha256,
 )
@@ -385,10 +384,9 @@ class RunRecord:
         value = (self.info.get("metrics") or {}).get(monitor)
         print(f"result: {status}, step {trainer.global_step}"
               + (f", {monitor} = {value:.4g}" if isinstance(value, float) else ""))
-        threshold = ((self.info.get("config") or {}).get("data") or {}).get("null_score_diff_threshold")
-        squad_v2 = v2_summary(self.info.get("metrics") or {}, threshold) if threshold is not None else None
-        if squad_v2:
-            print(squad_v2)
+        closing_lines = getattr(module, "closing_lines", None)  # the task's own lines (SQuAD 2.0's breakdown)
+        for line in closing_lines(self.info.get("metrics") or {}) if closing_lines else []:
+            print(line)
         print(f"run directory: {self.run_dir}")
         saved = ending.get("last_checkpoint")
         if status == "interrupted":
@@ -475,12 +473,6 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
     if status == "diverged":
         sys.exit(EXIT_DIVERGED)
     return metrics.get(cfg.task.monitor)
-
-
-def resume_command(overrides: list[str], run_dir: Path) -> str:
-    """The command that continues a run from its last.ckpt (in a new run directory)."""
-    kept = [o for o in overrides or [] if o.lstrip("+~").split("=", 1)[0] not in ("ckpt_path", "hydra.run.dir")]
-    return shlex.join(["python", "-m", "bert_exp", *kept, f"ckpt_path={run_dir}"])
 
 
 def write_run_info(run_dir: Path, info: dict) -> None:

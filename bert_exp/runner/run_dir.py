@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import socket
 import sys
@@ -384,6 +385,12 @@ def last_step(run_dir: Path) -> int | None:
         except Exception:  # noqa: BLE001  a damaged checkpoint: the step is unknown
             return None
     return None
+
+
+def resume_command(overrides: list[str], run_dir: Path) -> str:
+    """The command that continues a run from its last.ckpt (in a new run directory)."""
+    kept = [o for o in overrides or [] if o.lstrip("+~").split("=", 1)[0] not in ("ckpt_path", "hydra.run.dir")]
+    return shlex.join(["python", "-m", "bert_exp", *kept, f"ckpt_path={run_dir}"])
 
 
 def run_state(run_dir: Path, info: dict | None = None) -> str:

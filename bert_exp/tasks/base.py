@@ -52,6 +52,11 @@ class BertTask(L.LightningModule):
     budget_progress = None
     last_validated_step = -1
 
+    def closing_lines(self, metrics: dict) -> list[str]:
+        """What a finished run prints of this task after its ``result:`` line (the runner knows no task's
+        metrics); ``metrics`` are the run's final ones, as in run.json."""
+        return []
+
     def __init__(self, optim: OptimSettings, vocabulary: Vocabulary | None = None):
         """``optim``: the optimizer, schedule and weight-decay exemptions (the ``optim`` config group);
         ``vocabulary``: saved into every checkpoint (the runner hands over the data's)."""

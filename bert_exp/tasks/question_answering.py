@@ -8,6 +8,7 @@ import numpy as np
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ..metrics.squad import v2_summary
 from ..model import BertConfig, BertForQuestionAnswering
 from ..records import write_json
 from .base import BertTask, Vocabulary
@@ -57,6 +58,13 @@ class QuestionAnsweringModule(BertTask):
         self.use_encoder(encoder)
         self._outputs: list[tuple[int, np.ndarray, np.ndarray]] = []
         self.evaluator = None  # handed over by the runner: bert_exp.data.tasks.squad.SquadEvaluator
+
+    def closing_lines(self, metrics: dict) -> list[str]:
+        """SQuAD 2.0: F1 and EM at the threshold in use, overall, HasAns and NoAns, and best_f1 apart."""
+        if self.evaluator is None or not self.evaluator.version_2:
+            return []
+        line = v2_summary(metrics, self.evaluator.selection.null_score_diff_threshold)
+        return [line] if line else []
 
     def use_evaluator(self, evaluator) -> None:
         """The validation questions and how to score them (examples, features, answer selection)."""

@@ -122,7 +122,7 @@ def render(info: dict) -> str:
 def run_summary(run_dir: Path) -> dict:
     """What a run directory says about its run; a run whose process is gone while run.json still says
     ``running`` is "killed at step N"."""
-    from ..runner.run_dir import lock_is_live, partial_files, read_lock, run_state
+    from ..runner.run_dir import lock_is_live, partial_files, read_lock, resume_command, run_state
 
     path = run_dir / "run.json"
     if not path.is_file():
@@ -133,7 +133,11 @@ def run_summary(run_dir: Path) -> dict:
     except (ValueError, UnicodeDecodeError, AssertionError):
         raise SystemExit(f"error: {path}: not valid JSON (damaged)") from None
     holder = read_lock(run_dir)
-    return {"run_dir": str(run_dir), "status": run_state(run_dir, info), "experiment": info.get("experiment"),
+    status = run_state(run_dir, info)
+    stopped = status.startswith("killed") or status in ("interrupted", "failed", "diverged")
+    resume = (resume_command(info.get("overrides"), run_dir)
+              if stopped and (run_dir / "checkpoints" / "last.ckpt").is_file() else None)
+    return {"run_dir": str(run_dir), "status": status, "resume": resume, "experiment": info.get("experiment"),
             "task": info.get("task"), "global_step": info.get("global_step"), "error": info.get("error"),
             "writer": holder if lock_is_live(holder) else None,
             "partial_files": [str(p) for p in partial_files(run_dir)],
@@ -151,6 +155,8 @@ def render_run(summary: dict) -> str:
         lines.append(f"  error       {summary['error'].get('type')}: {summary['error'].get('message')}")
     if summary["partial_files"]:
         lines.append(f"  partial     {len(summary['partial_files'])} half-written file(s), removed when the run resumes")
+    if summary.get("resume"):
+        lines.append(f"  resume      {summary['resume']}")
     lines += [f"  {k:<22}{v}" for k, v in sorted(summary["metrics"].items())]
     return "\n".join(lines)
 

@@ -147,3 +147,18 @@ def test_the_gpu_budget_preset_is_the_cpu_recipe_on_one_gpu():
         assert gpu.data[key] == cpu.data[key], key
     assert [Path(f).name for f in gpu.data.files] == ["part*.txt.xz"] and "wikipedia" in gpu.data.files[0]
     assert {**gpu.data.instances, "max_seq_length": 64} == {**cpu.data.instances}  # both blank-line documents
+
+
+def test_help_lists_every_command():
+    """Every ``python -m bert_exp.X`` command (a module or package of the package's top with a main) is in
+    ``--help``'s list, so a new one cannot go unmentioned."""
+    import bert_exp
+    from bert_exp.runner.help import help_text
+
+    root = Path(bert_exp.__file__).parent
+    commands = {p.stem for p in root.glob("*.py") if "def main" in p.read_text() or "import main" in p.read_text()}
+    commands |= {p.parent.name for p in root.glob("*/__main__.py")}
+    commands -= {"__main__", "__init__", "datasets"}  # datasets: the package behind `data`, the same command
+    text = help_text()
+    assert commands >= {"evaluate", "predict", "bench", "data"}
+    assert not [c for c in sorted(commands) if f"python -m bert_exp.{c} " not in text]

@@ -123,6 +123,19 @@ def test_a_killed_run_is_named_killed_at_its_step_by_info_and_report(tmp_path, c
     out = capsys.readouterr().out
     assert "killed at step 7" in out and "half-written" in out
     assert "status: killed at step 7" in report(run_dir).read_text()
+    assert "  resume  " not in out  # no last.ckpt saved: nothing to resume from
+
+
+def test_info_gives_a_killed_runs_resume_command(tmp_path, capsys):
+    """After SIGKILL the run printed nothing; info says how to continue it from its last.ckpt."""
+    run_dir = tmp_path / "run"
+    killed_run(run_dir)
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**info, "overrides": ["+experiment=pretrain_tiny", "seed=3"]}))
+    (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"a checkpoint")
+    assert info_tool.main([str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert f"resume      python -m bert_exp +experiment=pretrain_tiny seed=3 ckpt_path={run_dir}" in out
 
 
 def test_a_killed_runs_lock_is_taken_over_and_its_partial_files_removed(tmp_path):
