@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 
 NON_FINITE_KEY = "non_finite"
@@ -46,9 +47,39 @@ def dumps(obj, **options) -> str:
 
 def write_json(path: str | Path, obj, **options) -> Path:
     """Writes ``obj`` as strict JSON to ``path``, atomically (a temporary file beside it, then a rename),
-    ending in a newline."""
+    ending in a newline. The temporary name is this writer's own, so two processes writing one file (a
+    node's checksum memo shared by two runs) each rename a whole file: the last one wins."""
     path = Path(path)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(dumps(obj, **options) + "\n")
-    os.replace(partial, path)
+    text = dumps(obj, **options) + "\n"
+    fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(partial, 0o666 & ~_umask())  # as a plain open() would make it, not mkstemp's 0600
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
     return path
+
+
+def temp_directory(parent: str | Path, prefix: str) -> str:
+    """A new directory in ``parent`` (``tempfile.mkdtemp``) with the mode a plain mkdir gives, 0777 less the
+    umask, not mkdtemp's 0700: a prepared dataset or vocabulary built in it is renamed into a shared cache
+    that other users and jobs under other uids read."""
+    path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    os.chmod(path, 0o777 & ~_umask())
+    return path
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (os.umask can only set it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from tokenizers import (
 )
 
 from ..errors import UserError
+from ..records import temp_directory
 from .loading import read_utf8
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -282,7 +282,7 @@ def atomic_directory(final: Path, build) -> Path:
     if final.exists():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    tmp = Path(temp_directory(final.parent, f".{final.name}."))
     try:
         build(tmp)
         try:

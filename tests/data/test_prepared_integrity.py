@@ -211,3 +211,33 @@ def test_a_disk_that_fills_during_preparation_is_one_line_naming_it(data_dir, tm
     assert "needs about" in message
     assert list((small_disk / "prepared").iterdir()) == []
     assert read_meta(location) is None
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("{}", r"no identity, chunks, splits, report"),
+    ("[1, 2]", r"not an object"),
+    ('{"identity": "x", "splits": {}, "report": {}, "chunks": {"train": [{"filename": "a.bin"}], "val": []}}',
+     r"chunks.train is not a list of chunks"),
+])
+def test_a_meta_json_that_parses_but_is_no_record_is_one_line(tmp_path, text, problem):
+    (tmp_path / "meta.json").write_text(text)
+    with pytest.raises(PreparedDataError, match=rf"meta.json: not a prepared dataset's record \({problem}"):
+        read_meta(Location(str(tmp_path)))
+
+
+def test_built_directories_follow_the_umask_for_a_shared_cache(tmp_path):
+    """A prepared dataset and a vocabulary are built in a new directory renamed into the cache: with mode
+    0777 less the umask, as mkdir gives (mkdtemp's 0700 kept other users and uids out of a shared cache)."""
+    import stat
+
+    from bert_exp.data.tokenizer import atomic_directory
+
+    old = os.umask(0o002)
+    try:
+        vocabulary = atomic_directory(tmp_path / "tokenizer" / "abc", lambda d: (d / "vocab.txt").write_text("x\n"))
+        with preparation._built_in_place(Location(str(tmp_path / "prepared" / "def"))) as build:
+            Path(build.url, "meta.json").write_text("{}")
+    finally:
+        os.umask(old)
+    for directory in (vocabulary, tmp_path / "prepared" / "def"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o775, directory

@@ -40,10 +40,33 @@ def read_meta(location: Location) -> dict | None:
     if text is None:
         return None
     try:
-        return json.loads(text)
+        meta = json.loads(text)
     except json.JSONDecodeError as err:
         raise PreparedDataError(f"{location.join('meta.json')}: not valid JSON ({err.msg}, line {err.lineno}); "
                                 "delete the prepared dataset to prepare it again") from None
+    problem = _meta_problem(meta)
+    if problem:
+        raise PreparedDataError(f"{location.join('meta.json')}: not a prepared dataset's record ({problem}); "
+                                "delete the prepared dataset to prepare it again")
+    return meta
+
+
+_CHUNK_KEYS = ("filename", "chunk_bytes", "chunk_size", "sha256")
+
+
+def _meta_problem(meta) -> str | None:
+    """What a parsed meta.json lacks of what the readers use, or None."""
+    if not isinstance(meta, dict):
+        return "not an object"
+    missing = [key for key in ("identity", "chunks", "splits", "report") if key not in meta]
+    if missing:
+        return f"no {', '.join(missing)}"
+    for split in SPLITS:
+        chunks = meta["chunks"].get(split) if isinstance(meta["chunks"], dict) else None
+        if not isinstance(chunks, list) or not all(isinstance(c, dict) and all(k in c for k in _CHUNK_KEYS)
+                                                   for c in chunks):
+            return f"chunks.{split} is not a list of chunks ({', '.join(_CHUNK_KEYS)})"
+    return None
 
 
 def identity(vocabulary_sha256: str, chunks: dict[str, list[dict]]) -> str:

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...records import temp_directory
 from ..hashing import file_sha256
 from .groups import GroupReport, InstanceSettings, assemble, cut_group, data_report, warn_about_losses
 from .integrity import SPLITS, identity, read_meta
@@ -307,7 +308,7 @@ def _prepare_groups(target: Location, plan: Plan, share: list[int], files: list[
         scratch = tempfile.mkdtemp(prefix="bert_exp-prepare-")
     else:
         Path(target.url).mkdir(parents=True, exist_ok=True)
-        scratch = tempfile.mkdtemp(prefix=f".scratch-{socket.gethostname()}-{os.getpid()}.", dir=target.url)
+        scratch = temp_directory(target.url, f".scratch-{socket.gethostname()}-{os.getpid()}.")
     cleanup = [scratch] + ([build_dir] if build_dir else [])
     try:
         _run_workers(tasks, plan, scratch, target, workers, cleanup)
@@ -414,7 +415,7 @@ def _build_directory(final: Path) -> str:
         pid = stale.name[len(f".{final.name}.{host}-"):].split(".", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
-    return tempfile.mkdtemp(prefix=f".{final.name}.{host}-{os.getpid()}.", dir=final.parent)
+    return temp_directory(final.parent, f".{final.name}.{host}-{os.getpid()}.")
 
 
 def _alive(pid: int) -> bool:
