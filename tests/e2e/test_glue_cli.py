@@ -1,8 +1,8 @@
 """The GLUE presets end to end through the CLI, on the rows in the data directory: all-MiniLM-L6-v2
-fine-tuned on STS-B, RTE, MRPC and WNLI with short recipes, each run's monitored metric the one BERT's
-Table 1 reports. STS-B learns within a short run and is held to a floor; on RTE, MRPC and WNLI this model
-stays near the majority class even with the paper's full recipe (docs/results/glue.md), so their runs are
-checked for what they read, map and report."""
+fine-tuned on STS-B, RTE and MRPC with short recipes, each run's monitored metric the one BERT's Table 1
+reports. STS-B learns within a short run and is held to a floor; on RTE and MRPC this model stays near the
+majority class even with the paper's full recipe (docs/results/glue.md), so their runs are checked for what
+they read, map and report. (WNLI reads as RTE does, integer labels: tests/data/test_glue.py.)"""
 
 import json
 
@@ -40,8 +40,8 @@ def test_stsb_learns_similarity(env, tmp_path):
 
 def test_rte_and_its_labelled_test_rows(env, tmp_path):
     """String labels (entailment / not_entailment) mapped; accuracy on dev and on the labelled test rows."""
-    info, _ = finetune(env, tmp_path / "run", "glue_rte_minilm_local", "trainer.max_steps=20",
-                       "trainer.val_check_interval=20", "global_batch_size=16", "trainer.limit_val_batches=4")
+    info, _ = finetune(env, tmp_path / "run", "glue_rte_minilm_local", "trainer.max_steps=10",
+                       "trainer.val_check_interval=10", "global_batch_size=16", "trainer.limit_val_batches=2")
     metrics = info["metrics"]
     assert info["monitor"] == "val/acc" and metrics["val/acc"] == metrics["val/dev/acc"]
     assert 0.0 < metrics["val/test/acc"] < 1.0 and info["fresh_parameters"] == ["classifier.weight", "classifier.bias"]
@@ -49,15 +49,9 @@ def test_rte_and_its_labelled_test_rows(env, tmp_path):
 
 def test_mrpc_f1_of_the_paraphrases(env, tmp_path):
     """The dev set held out of the training file; F1 (monitored) beside accuracy."""
-    info, _ = finetune(env, tmp_path / "run", "glue_mrpc_minilm_local", "trainer.max_steps=20",
-                       "trainer.val_check_interval=20", "global_batch_size=16")
+    info, _ = finetune(env, tmp_path / "run", "glue_mrpc_minilm_local", "trainer.max_steps=10",
+                       "trainer.val_check_interval=10", "global_batch_size=16", "trainer.limit_val_batches=2")
     metrics = info["metrics"]
     assert info["monitor"] == "val/f1" and metrics["val/f1"] == metrics["val/dev/f1"]
     assert 0.0 <= metrics["val/f1"] <= 1.0 and 0.0 < metrics["val/dev/acc"] < 1.0
 
-
-def test_wnli_runs(env, tmp_path):
-    """WNLI: BERT scores the majority class on it (65.1 on GLUE's test); a run ends with its accuracy."""
-    info, _ = finetune(env, tmp_path / "run", "glue_wnli_minilm", "trainer.max_steps=10",
-                       "trainer.val_check_interval=10", "global_batch_size=16")
-    assert info["status"] == "finished" and 0.0 <= info["metrics"]["val/acc"] <= 1.0

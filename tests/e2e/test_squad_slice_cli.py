@@ -39,9 +39,9 @@ def test_squad_v2_slice_tunes_its_threshold_on_held_out_questions(env, tmp_path)
     """SQuAD 2.0 as data=squad_v2_local builds it, a short slice: both kinds of question trained on, the
     threshold tuned on the held-out articles' questions, the evaluated ones answered at it."""
     run_dir = tmp_path / "squad_v2"
-    result = run_cli(["+experiment=squad_v2_minilm_local", "+data.limit_train_examples=640",
+    result = run_cli(["+experiment=squad_v2_minilm_local", "+data.limit_train_examples=160",
                       "+data.limit_val_examples=100", "data.max_seq_length=128", "data.doc_stride=64",
-                      "global_batch_size=16", "trainer.max_steps=40", "trainer.val_check_interval=40",
+                      "global_batch_size=16", "trainer.max_steps=10", "trainer.val_check_interval=10",
                       "trainer.check_val_every_n_epoch=null", "logger=csv", f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((run_dir / "run.json").read_text())["metrics"]
