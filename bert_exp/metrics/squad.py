@@ -97,9 +97,14 @@ def _raw_scores(examples, predictions):
     return exact, f1
 
 
+def _has_answer(examples) -> dict[str, bool]:
+    """Per question id: whether it has a non-empty gold answer (after normalisation)."""
+    return {ex.qid: bool([a for a in ex.answers if normalize_answer(a["text"])]) for ex in examples}
+
+
 def evaluate_v2(examples, predictions: dict[str, str], na_probs: dict[str, float] | None = None,
                 na_prob_thresh: float = 1.0) -> dict[str, float]:
-    has_answer = {ex.qid: bool([a for a in ex.answers if normalize_answer(a["text"])]) for ex in examples}
+    has_answer = _has_answer(examples)
     exact_raw, f1_raw = _raw_scores(examples, predictions)
     probs = na_probs if na_probs is not None else {qid: 0.0 for qid in has_answer}
     exact = _apply_no_answer_threshold(exact_raw, probs, has_answer, na_prob_thresh)
@@ -125,7 +130,7 @@ def tune_null_threshold(examples, span_predictions: dict[str, str], null_odds: d
     """The null-score threshold that maximises v2.0 F1 on ``examples`` (held-out questions, never the
     evaluated ones), and that F1. ``span_predictions`` are the best non-null spans (no threshold applied).
     Where abstaining on every question scores best, the threshold lies below every null odds."""
-    has_answer = {ex.qid: bool([a for a in ex.answers if normalize_answer(a["text"])]) for ex in examples}
+    has_answer = _has_answer(examples)
     _, f1_raw = _raw_scores(examples, span_predictions)
     best, threshold = _best_threshold(span_predictions, f1_raw, null_odds, has_answer)
     abstain_all = 100.0 * sum(not h for h in has_answer.values()) / len(f1_raw)

@@ -384,8 +384,7 @@ class RunRecord:
         value = (self.info.get("metrics") or {}).get(monitor)
         print(f"result: {status}, step {trainer.global_step}"
               + (f", {monitor} = {value:.4g}" if isinstance(value, float) else ""))
-        closing_lines = getattr(module, "closing_lines", None)  # the task's own lines (SQuAD 2.0's breakdown)
-        for line in closing_lines(self.info.get("metrics") or {}) if closing_lines else []:
+        for line in module.closing_lines(self.info.get("metrics") or {}):  # the task's own (SQuAD 2.0's breakdown)
             print(line)
         print(f"run directory: {self.run_dir}")
         saved = ending.get("last_checkpoint")

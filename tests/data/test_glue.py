@@ -229,3 +229,15 @@ def test_bad_glue_rows_name_file_and_line(tmp_path, text, kwargs, message):
 def test_a_column_name_without_a_header_is_refused(tmp_path):
     with pytest.raises(DataFileError, match="is a column name, but the file has no header"):
         read_tsv(write(tmp_path, "t.tsv", "0\tA.\n"), ["sentence"], 0, 2)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"label_map": {"entailment": 0, "neutral": 2}}, r"data.label_map: \{'neutral': 2\} not a class in 0..1"),
+    ({"label_map": {"high": 1}, "num_labels": 1}, r"a regression task \(num_labels=1\) reads numbers"),
+    ({"hold_out": {"name": "dev"}}, r"data.hold_out: give exactly one of last_rows or ids_file"),
+    ({"hold_out": {"name": "dev", "ids_file": "ids.tsv"}}, r"name the training file's id_columns"),
+    ({"hold_out": {"name": "heldout", "last_rows": 2}}, r"hold_out.name='heldout': list it in data.val_files"),
+])
+def test_a_wrong_label_map_or_hold_out_is_one_line_before_reading(kwargs, message):
+    with pytest.raises(DataFileError, match=message):
+        GlueDataModule("train.tsv", {"dev": "train.tsv"}, ["s1", "s2"], "label", header=True, **kwargs)

@@ -22,7 +22,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -82,36 +81,24 @@ def train_transformers(dm, cfg, args, seed: int) -> dict:
     import transformers
 
     from bert_exp.resources import minilm_dir
+    from hf_reference import fit
 
     torch.manual_seed(seed)
     num_labels = cfg.data.num_labels
     model = transformers.AutoModelForSequenceClassification.from_pretrained(
         str(minilm_dir()), num_labels=num_labels, problem_type="regression" if num_labels == 1 else None)
-    no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
-    groups = [{"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)], "weight_decay": 0.01},
-              {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=args.lr, eps=1e-6, fused=True)
     train = dm.datasets["train"]
-    total = args.epochs * math.ceil(len(train) / args.batch_size)
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, round(0.1 * total), total)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed")
     dtype = torch.float32 if num_labels == 1 else torch.int64
     rng = random.Random(seed)
-    model.train()
-    tokens, started = 0, time.perf_counter()
-    for _ in range(args.epochs):
+
+    def epoch_batches():
         order = list(range(len(train)))
         rng.shuffle(order)
-        for batch in batches(train, args.batch_size, order, dtype):
-            with autocast:
-                loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            tokens += int(batch["attention_mask"].sum())
-    seconds = time.perf_counter() - started
+        return batches(train, args.batch_size, order, dtype)
+
+    tokens, seconds = fit(model, epoch_batches, args.epochs, math.ceil(len(train) / args.batch_size), args.lr,
+                          args.precision)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed")
     model.eval()
     result = {}
     for name in dm.val_files:

@@ -29,7 +29,6 @@ import random
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -105,32 +104,20 @@ def train_transformers(args, train, evaluator):
 
     from bert_exp.metrics.squad import evaluate_v2, tune_null_threshold
     from bert_exp.resources import minilm_dir
+    from hf_reference import fit
 
     torch.manual_seed(args.seed)
     model = transformers.AutoModelForQuestionAnswering.from_pretrained(str(minilm_dir()))
-    no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
-    groups = [{"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)], "weight_decay": 0.01},
-              {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=args.lr, eps=1e-6, fused=True)
-    total = args.epochs * math.ceil(len(train) / args.batch_size)
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * total), total)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed")
     rng = random.Random(args.seed)
-    model.train()
-    tokens, started = 0, time.perf_counter()
-    for _ in range(args.epochs):
+
+    def epoch_batches():
         order = list(range(len(train)))
         rng.shuffle(order)
-        for batch in batches(train, args.batch_size, order):
-            with autocast:
-                loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            tokens += int(batch["attention_mask"].sum())
-    train_seconds = time.perf_counter() - started
+        return batches(train, args.batch_size, order)
+
+    tokens, train_seconds = fit(model, epoch_batches, args.epochs, math.ceil(len(train) / args.batch_size), args.lr,
+                                args.precision)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed")
     model.eval()
 
     def logits(windows):

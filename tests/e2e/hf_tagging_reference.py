@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from hf_reference import optimizer_and_schedule
+
 PRESETS = {  # train file, validation sets, format, metric, epochs, lr (conf/experiment + conf/data)
     "ner_wnut17_minilm": ("tagging/wnut17/wnut17train.conll",
                           {"dev": "tagging/wnut17/emerging.dev.conll", "test": "tagging/wnut17/emerging.test.annotated"},
@@ -129,12 +131,8 @@ def main(argv=None) -> int:
         checkpoint, num_labels=len(labels), id2label=dict(enumerate(labels)), label2id=label_ids)
     train_features, train_cut = encode(tokenizer, train, label_ids, args.max_length)
     val_features = {name: encode(tokenizer, sentences, label_ids, args.max_length) for name, sentences in vals.items()}
-    no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
-    groups = [{"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)], "weight_decay": 0.01},
-              {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=lr, eps=1e-6, fused=True)
     total = epochs * math.ceil(len(train_features) / args.batch_size)
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * total), total)
+    optimizer, scheduler = optimizer_and_schedule(model, lr, total)
     model.train()
     history, train_seconds = [], 0.0
     for epoch in range(epochs):

@@ -23,7 +23,7 @@ from ..loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, 
 class Example:
     texts: tuple[str, ...]
     label: float | int
-    index: str = ""  # the row's id (a test file's index column, else its position): GLUE's submission key
+    index: str = ""  # the row's id (its index columns, tab-joined, else its position): GLUE's submission key
 
 
 Column = int | str  # a position, or a header name (files with a header row)
@@ -47,7 +47,7 @@ def _positions(path: Path, header_cols: list[str] | None, columns: list[Column],
 
 def read_tsv(path: str | Path, text_columns: list[Column], label_column: Column | None, num_labels: int,
              num_columns: int | None = None, header: bool = False, label_map: dict[str, int] | None = None,
-             index_column: Column | None = None) -> list[Example]:
+             index_columns: list[Column] = ()) -> list[Example]:
     """The rows of a GLUE-style TSV file. Columns are positions or (with ``header``) names. Labels are
     integers in ``[0, num_labels)``, numbers for regression (``num_labels == 1``), or strings mapped by
     ``label_map``; ``label_column=None`` reads an unlabelled (test) file."""
@@ -61,8 +61,8 @@ def read_tsv(path: str | Path, text_columns: list[Column], label_column: Column 
         header_cols = first.split("\t") if first else []
     texts_at = _positions(path, header_cols, list(text_columns), "text")
     label_at = _positions(path, header_cols, [label_column], "label")[0] if label_column is not None else None
-    index_at = _positions(path, header_cols, [index_column], "index")[0] if index_column is not None else None
-    needed = max([*texts_at, label_at if label_at is not None else 0, index_at if index_at is not None else 0]) + 1
+    index_at = _positions(path, header_cols, list(index_columns), "index")
+    needed = max([*texts_at, *index_at, label_at if label_at is not None else 0]) + 1
     examples = []
     for lineno, line in enumerate(lines, start=2 if header else 1):
         line = line.rstrip("\r\n")
@@ -78,7 +78,7 @@ def read_tsv(path: str | Path, text_columns: list[Column], label_column: Column 
         label: float | int = -1
         if label_at is not None:
             label = parse_label(cols[label_at].strip(), num_labels, label_map, f"{path}:{lineno}")
-        index = cols[index_at].strip() if index_at is not None else str(len(examples))
+        index = "\t".join(cols[c].strip() for c in index_at) if index_at else str(len(examples))
         examples.append(Example(texts, label, index))
     if not examples:
         raise DataFileError(f"{path}: no examples")
@@ -138,19 +138,22 @@ class HoldOut:
     id_columns: tuple[Column, ...] = ()
 
     def __post_init__(self):
+        object.__setattr__(self, "id_columns", tuple(self.id_columns))  # a ListConfig from Hydra
         if (self.last_rows is None) == (self.ids_file is None):
             raise DataFileError("data.hold_out: give exactly one of last_rows or ids_file (with id_columns)")
         if self.ids_file is not None and not self.id_columns:
             raise DataFileError("data.hold_out.ids_file: name the training file's id_columns it lists")
 
-    def split(self, examples: list[Example], ids: list[tuple[str, ...]] | None) -> tuple[list[Example], list[Example]]:
+    def split(self, examples: list[Example]) -> tuple[list[Example], list[Example]]:
+        """(kept, held out); with ``ids_file`` the examples' ``index`` is their id columns, tab-joined."""
         if self.last_rows is not None:
             if not 0 < self.last_rows < len(examples):
                 raise DataFileError(f"data.hold_out.last_rows={self.last_rows}: the training file has "
                                     f"{len(examples)} rows")
             return examples[:-self.last_rows], examples[-self.last_rows:]
-        listed = {tuple(line.split("\t")) for line in read_utf8(Path(self.ids_file)).splitlines() if line.strip()}
-        held = [i for i, key in enumerate(ids) if key in listed]
+        listed = {"\t".join(c.strip() for c in line.split("\t"))
+                  for line in read_utf8(Path(self.ids_file)).splitlines() if line.strip()}
+        held = [i for i, example in enumerate(examples) if example.index in listed]
         if len(held) != len(listed):
             raise DataFileError(f"{self.ids_file}: {len(listed) - len(held)} of its {len(listed)} id rows are not in "
                                 "the training file")
@@ -192,11 +195,12 @@ class GlueDataModule(TrainAndValSetsDataModule):
             raise ValueError("data.text_columns: one column (single sentences) or two (pairs)")
         self.label_map = dict(label_map) if label_map else None
         if self.label_map is not None:
-            wrong = {k: v for k, v in self.label_map.items() if not (isinstance(v, int) and 0 <= v < max(num_labels, 2))}
-            if wrong or num_labels == 1:
-                raise DataFileError(f"data.label_map: every label maps to a class in 0..{num_labels - 1} "
-                                    f"(num_labels={num_labels}); wrong: {wrong or 'a regression task has no map'}")
-        self.hold_out = HoldOut(**{k: (tuple(v) if k == "id_columns" else v) for k, v in hold_out.items()}) if hold_out else None
+            if num_labels == 1:
+                raise DataFileError("data.label_map: a regression task (num_labels=1) reads numbers, not a map")
+            wrong = {k: v for k, v in self.label_map.items() if v not in range(num_labels)}
+            if wrong:
+                raise DataFileError(f"data.label_map: {wrong} not a class in 0..{num_labels - 1}")
+        self.hold_out = HoldOut(**hold_out) if hold_out else None
         self.train_file, self.val_files = train_file, dict(val_files or {})
         if self.hold_out is not None and Path(self.val_files.get(self.hold_out.name, "")) != Path(train_file):
             raise DataFileError(f"data.hold_out.name={self.hold_out.name!r}: list it in data.val_files with the "
@@ -212,20 +216,15 @@ class GlueDataModule(TrainAndValSetsDataModule):
         extra = [Path(self.hold_out.ids_file)] if self.hold_out and self.hold_out.ids_file else []
         return list(dict.fromkeys([Path(self.train_file), *map(Path, self.val_files.values()), *extra]))
 
-    def read(self, path: str) -> list[Example]:
+    def read(self, path: str, index_columns: list[Column] = ()) -> list[Example]:
         return read_tsv(path, self.text_columns, self.label_column, self.num_labels, self.num_columns, self.header,
-                        self.label_map)
+                        self.label_map, index_columns)
 
     def train_and_held_out(self) -> tuple[list[Example], list[Example]]:
         """The training rows, and the rows ``hold_out`` takes from them (none without it)."""
-        train = self.read(self.train_file)
         if self.hold_out is None:
-            return train, []
-        ids = None
-        if self.hold_out.ids_file:
-            ids = [e.texts for e in read_tsv(self.train_file, list(self.hold_out.id_columns), None, self.num_labels,
-                                             self.num_columns, self.header)]
-        return self.hold_out.split(train, ids)
+            return self.read(self.train_file), []
+        return self.hold_out.split(self.read(self.train_file, self.hold_out.id_columns))
 
     def encode(self, examples: list[Example]) -> EncodedDataset:
         tokenizer = self.tokenizer

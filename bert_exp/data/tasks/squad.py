@@ -107,12 +107,14 @@ def read_squad(path: str | Path, articles: list[int | None] | None = None, title
     _require(isinstance(raw, dict) and isinstance(raw.get("data"), list), str(path), "expected {\"data\": [...]}")
     data = raw["data"]
     selected = range(len(data))[slice(*articles)] if articles else range(len(data))
+    title = [article.get("title") if isinstance(article, dict) else None for article in data]
     if titles is not None:
-        present = {article.get("title") for article in data if isinstance(article, dict)}
+        present = set(title)
         missing = [t for t in titles if t not in present]
         _require(not missing, str(path), f"no article titled {', '.join(map(repr, missing))}")
-        selected = [a for a in selected if data[a].get("title") in set(titles)]
-    selected = [a for a in selected if not (isinstance(data[a], dict) and data[a].get("title") in set(exclude_titles))]
+        selected = [a for a in selected if title[a] in set(titles)]
+    excluded = set(exclude_titles)
+    selected = [a for a in selected if title[a] not in excluded]
     examples, seen = [], set()
     for a in selected:
         article, where_a = data[a], f"{path}: data[{a}]"
@@ -152,17 +154,23 @@ def read_squad(path: str | Path, articles: list[int | None] | None = None, title
     return examples
 
 
-def read_selections(parts: list[SquadSelection]) -> list[SquadExample]:
-    """The questions of several selections in order; a question id may appear once (two files that hold
-    the same question under one id would train on it twice)."""
-    examples, seen = [], {}
+def read_parts(parts: list[SquadSelection]) -> list[list[SquadExample]]:
+    """The questions of each selection; a question id may appear once across them (two files that hold the
+    same question under one id would train on it twice)."""
+    out, seen = [], {}
     for part in parts:
-        for example in part.read():
+        rows = part.read()
+        for example in rows:
             if example.qid in seen:
                 raise DataFileError(f"{part.file}: question id {example.qid!r} is also in {seen[example.qid]}")
             seen[example.qid] = part.file
-            examples.append(example)
-    return examples
+        out.append(rows)
+    return out
+
+
+def read_selections(parts: list[SquadSelection]) -> list[SquadExample]:
+    """The questions of several selections, in order (see :func:`read_parts`)."""
+    return [example for rows in read_parts(parts) for example in rows]
 
 
 def check_no_shared_contexts(train: list[SquadExample], held_out: list[SquadExample], what: str) -> None:
@@ -406,50 +414,44 @@ class SquadDataModule(VocabularyDataModule):
         self.evaluator = SquadEvaluator(AnswerSelection(n_best_size, max_answer_length, version_2,
                                                         null_score_diff_threshold))
 
-    @property
-    def train_file(self) -> str:
-        return self.train_selection[0].file
-
-    @property
-    def val_file(self) -> str:
-        return self.val_selection[0].file
-
     def input_files(self) -> list[Path]:
         parts = self.train_selection + self.val_selection + self.tune_selection
         return list(dict.fromkeys(Path(part.file) for part in parts))
 
-    def _features(self, examples, limit, labels):
-        examples = examples[:limit]
-        features = make_features(examples, self.tokenizer, self.max_seq_length, self.doc_stride,
-                                 self.max_query_length, labels)
-        return examples, features
+    def _features(self, examples, labels):
+        return make_features(examples, self.tokenizer, self.max_seq_length, self.doc_stride, self.max_query_length,
+                             labels)
 
-    def training_examples(self) -> list[SquadExample]:
-        """The training questions, checked to share no paragraph with the evaluated or tuning ones, and cut to
-        ``limit_train_examples`` from each selection in proportion to its size (the first N of a
-        v1.1-then-v2.0 list would hold no unanswerable question)."""
-        parts = [read_selections([part]) for part in self.train_selection]
-        train = read_selections(self.train_selection) if len(parts) > 1 else parts[0]  # ids unique across parts
-        check_no_shared_contexts(train, read_selections(self.val_selection), "evaluated")
+    def training_examples(self, evaluated: list[SquadExample] | None = None,
+                          tuning: list[SquadExample] | None = None) -> list[SquadExample]:
+        """The training questions, checked to share no paragraph with the evaluated or tuning ones (read here
+        unless given), and cut to ``limit_train_examples`` from each selection in proportion to its size (the
+        first N of a v1.1-then-v2.0 list would hold no unanswerable question)."""
+        parts = read_parts(self.train_selection)
+        train = [example for rows in parts for example in rows]
+        check_no_shared_contexts(train, read_selections(self.val_selection) if evaluated is None else evaluated,
+                                 "evaluated")
         if self.tune_selection:
-            check_no_shared_contexts(train, read_selections(self.tune_selection), "threshold-tuning")
+            check_no_shared_contexts(train, read_selections(self.tune_selection) if tuning is None else tuning,
+                                     "threshold-tuning")
         limit = self.limit_train_examples
         if not limit or limit >= len(train):
             return train
         return [e for rows in parts for e in rows[:math.ceil(limit * len(rows) / len(train))]][:limit]
 
     def setup(self, stage: str | None = None) -> None:
+        evaluated = read_selections(self.val_selection)
+        tuning = read_selections(self.tune_selection) if self.tune_selection else []
         if stage in (None, "fit"):
-            _, train = self._features(self.training_examples(), None, True)
+            train = self._features(self.training_examples(evaluated, tuning), True)
             self.train_dataset = EncodedDataset([
                 {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids,
                  "start_positions": f.start_position, "end_positions": f.end_position} for f in train])
-        evaluator = self.evaluator
-        evaluator.examples, evaluator.features = self._features(
-            read_selections(self.val_selection), self.limit_val_examples, False)
-        if self.tune_selection:
-            evaluator.tune_examples, evaluator.tune_features = self._features(
-                read_selections(self.tune_selection), self.limit_val_examples, False)
+        evaluator, limit = self.evaluator, self.limit_val_examples
+        evaluator.examples = evaluated[:limit]
+        evaluator.features = self._features(evaluator.examples, False)
+        evaluator.tune_examples = tuning[:limit]
+        evaluator.tune_features = self._features(evaluator.tune_examples, False)
         self.val_dataset = EncodedDataset([
             {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids, "feature_index": i}
             for i, f in enumerate(evaluator.scored_features)])
