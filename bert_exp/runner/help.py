@@ -21,6 +21,8 @@ MORE = """Other commands:
   python -m bert_exp.data download NAME...        fetch data sets (verified, resumable)
   python -m bert_exp.info [RUN]                   versions, devices and precisions, data sets (a run's state)
   python -m bert_exp.evaluate SOURCE... [--tasks] the downstream suite: each source fine-tuned per task, a table
+  python -m bert_exp.glue SOURCE [--tasks]        GLUE as BERT's Table 1: every task, lr chosen on dev, the table
+  python -m bert_exp.score RUN [--submission DIR] a fine-tuned run scored again; GLUE test predictions
   python -m bert_exp.predict SOURCE [TEXT ...]    use a trained model; its head decides the task
   python -m bert_exp.tokenize SOURCE "text"       what the model is fed, as a table
   python -m bert_exp.attention SOURCE "text"      where the model's heads look

@@ -93,6 +93,11 @@ class ClassificationModule(BertTask):
         preds = logits.squeeze(-1) if self.num_labels == 1 else logits
         self.val_metrics[dataloader_idx].update(preds, batch["labels"])
 
+    def predict_step(self, batch, batch_idx, dataloader_idx: int = 0):
+        """The class index of each example, or its value for a regression head (test-set predictions)."""
+        logits = self(batch).float()
+        return logits.squeeze(-1) if self.num_labels == 1 else logits.argmax(-1)
+
     def on_validation_epoch_end(self):
         for index, (name, metrics) in enumerate(zip(self.val_sets, self.val_metrics)):
             values = {key: value.float() for key, value in metrics.compute().items()}

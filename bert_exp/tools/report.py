@@ -203,6 +203,26 @@ def report(directory: Path) -> Path:
                     "pipeline (pipeline.json)")
 
 
+def glue_runs_table(directories: list[Path]) -> str:
+    """GLUE's table from run directories (or directories holding them, as the glue tool's --out does)."""
+    from .glue import best_per_task, glue_table
+
+    runs = []
+    for directory in map(Path, directories):
+        found = [directory] if (directory / "run.json").is_file() else sorted(
+            p.parent for p in directory.glob("**/run.json"))
+        if not found:
+            raise UserError(f"{directory}: no run.json in it or under it")
+        runs += found
+    infos = []
+    for run_dir in runs:
+        info = read_info(run_dir)
+        if info.get("status") != "finished":
+            raise UserError(f"{run_dir}: {run_state(run_dir, info)}, not finished (GLUE's table reads finished runs)")
+        infos.append(dict(info, run_dir=str(run_dir)))
+    return glue_table(best_per_task(infos))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bert_exp.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("directory", type=Path, nargs="+",
@@ -213,11 +233,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --table: comma-separated run.json paths (global_step, "
                              "throughput.tokens_per_sec, data_report.unigram_entropy) or metric names "
                              "(val/mlm_loss); default: step, tokens/s and the monitored metric")
+    parser.add_argument("--glue", action="store_true",
+                        help="with --table: GLUE's table (BERT's Table 1) of fine-tuning runs, or of the job "
+                             "directories under python -m bert_exp.glue's --out, the best run per task on dev")
     parser.add_argument("--output", type=Path, help="with --table: also write the table to this file")
     args = parser.parse_args(argv)
+    if args.glue and not args.table:
+        parser.error("--glue goes with --table")
     if args.table:
         try:
-            table = runs_table(args.directory, [c for c in args.columns.split(",") if c])
+            table = (glue_runs_table(args.directory) if args.glue
+                     else runs_table(args.directory, [c for c in args.columns.split(",") if c]))
         except UserError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -85,6 +85,14 @@ def read_tsv(path: str | Path, text_columns: list[Column], label_column: Column 
     return examples
 
 
+def header_row(path: Path) -> list[str]:
+    """The column names in a TSV file's first line."""
+    if not path.is_file():
+        raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        return f.readline().rstrip("\r\n").split("\t")
+
+
 def parse_label(raw: str, num_labels: int, label_map: dict[str, int] | None, where: str) -> float | int:
     if label_map:
         if raw not in label_map:
@@ -185,8 +193,16 @@ class GlueDataModule(TrainAndValSetsDataModule):
         download: bool = True,
         seed: int = 0,
         pair_truncation: str = "longest_first",
+        test_files: dict[str, str] | None = None,
+        test_text_columns: list[Column] | None = None,
+        test_index_column: Column | None = "index",
+        test_labels: str = "refuse",
     ):
-        """``seed``: the training order (grouped by length or not)."""
+        """``seed``: the training order (grouped by length or not). ``test_files``: unlabelled files to
+        predict (GLUE's test sets: submission name -> file, read by header names: ``test_text_columns``,
+        else ``text_columns``, and the row id in ``test_index_column``, null: the row's position); training never
+        reads them. A test file with the label column is refused (``test_labels: refuse``), or read without it
+        (``drop``: MRPC's test set is the MSRP test file, whose labels are public)."""
         super().__init__(vocab_file, lowercase, download, loader)
         if pair_truncation not in ("longest_first", "google"):
             raise ValueError(f"data.pair_truncation={pair_truncation!r}: expected longest_first or google")
@@ -210,15 +226,56 @@ class GlueDataModule(TrainAndValSetsDataModule):
         self.max_seq_length = max_seq_length
         self.limit_train_examples = limit_train_examples
         self.seed = seed
+        self.test_files = dict(test_files or {})
+        self.test_text_columns = list(test_text_columns) if test_text_columns else list(text_columns)
+        if len(self.test_text_columns) != len(self.text_columns):
+            raise DataFileError(f"data.test_text_columns={self.test_text_columns}: the model reads "
+                                f"{len(self.text_columns)} text column(s) (data.text_columns)")
+        self.test_index_column = test_index_column
+        if test_labels not in ("refuse", "drop"):
+            raise ValueError(f"data.test_labels={test_labels!r}: expected refuse or drop")
+        self.test_labels = test_labels
         self.datasets: dict[str, EncodedDataset] = {}
 
     def input_files(self) -> list[Path]:
         extra = [Path(self.hold_out.ids_file)] if self.hold_out and self.hold_out.ids_file else []
         return list(dict.fromkeys([Path(self.train_file), *map(Path, self.val_files.values()), *extra]))
 
+    def label_name(self) -> str | None:
+        """The label column's header name (to tell labelled files from test files), where files have one."""
+        if not self.header:
+            return None
+        if isinstance(self.label_column, str):
+            return self.label_column
+        names = header_row(Path(self.train_file))
+        return names[self.label_column] if self.label_column < len(names) else None
+
     def read(self, path: str, index_columns: list[Column] = ()) -> list[Example]:
+        name = self.label_name()
+        if name is not None and name not in header_row(Path(path)):
+            raise DataFileError(f"{path}:1: no {name!r} column: an unlabelled file (a GLUE test.tsv) belongs in "
+                                "data.test_files, predicted by python -m bert_exp.score RUN --submission DIR")
         return read_tsv(path, self.text_columns, self.label_column, self.num_labels, self.num_columns, self.header,
                         self.label_map, index_columns)
+
+    def read_test(self, name: str) -> list[Example]:
+        """A test file's rows (no labels: a file with the label column is refused), each with its id."""
+        path = Path(self.test_files[name])
+        label = self.label_name()
+        if self.test_labels == "refuse" and label is not None and label in header_row(path):
+            raise DataFileError(f"{path}:1: a {label!r} column in a test file: data.test_files holds unlabelled "
+                                "files (GLUE's test.tsv); a labelled one is scored as one of data.val_files")
+        return read_tsv(path, self.test_text_columns, None, self.num_labels, header=True,
+                        index_columns=[self.test_index_column] if self.test_index_column is not None else [])
+
+    def test_inputs(self) -> list[str]:
+        """The test files (fetched when the catalog has them, by the tools that predict them)."""
+        return [str(p) for p in self.test_files.values()]
+
+    def test_loader(self, name: str):
+        """The predictions' loader for one test set, in file order; its rows (ids) beside it."""
+        examples = self.read_test(name)
+        return examples, self.dataloader(self.encode(examples), self.loader.eval_batch_size, None, self.collate)
 
     def train_and_held_out(self) -> tuple[list[Example], list[Example]]:
         """The training rows, and the rows ``hold_out`` takes from them (none without it)."""
