@@ -17,6 +17,24 @@
   ``/path/to/...`` and the system's own (``/proc``, ``/dev/...``), and no ``../`` path that leaves the
   repository or names nothing in it. Data is named through ``$BERT_EXP_DATA`` or ``${paths.data_dir}``,
   runs as ``outputs/...`` or a placeholder (``RUN``, ``<run>``).
+- Every figure in docs/results/ names its date and machine. A figure is a number with a decimal point, or
+  a number with a unit (``%``, ``x``, ``s``, ``ms``, ``min``, ``GiB``, ...), in prose, a table or a
+  ``text`` block (not in code spans, link targets, shell blocks or version numbers such as SQuAD 2.0).
+  Its date (YYYY-MM-DD) and its machine (a word of ``MACHINE``: EPYC, Xeon, AMX, H200, CPU, GPU, ...)
+  must each stand in the section it is in or a section that encloses it: each such section's heading and
+  the text it has before its first subheading (so a page that states "2026-11-27, 2-core AMD EPYC" under
+  its title covers its subsections, and a section of another date says its own).
+- Results pages state targets and figures, not the story of the session that made them: the phrases of
+  ``NARRATION`` are refused there ("we aimed for", "until this run", "were asked for", "not recorded").
+- No paragraph of more than three lines (a block between blank lines; a code block is one) stands twice
+  in README.md and docs/, compared by its words (case, spacing and punctuation aside): a passage has one
+  home, and the other places link it.
+- Every config key a guide (README.md, docs/*.md) names in a code span as an override (``group.key=...``,
+  ``group=option``, ``+group.key=...``) or as ``key: value`` exists: an override's key path in the config a
+  preset composes to (presets, then each option of the key's group, composed as needed), a group's option
+  as a file in conf/, a ``+`` key's name in the code or conf/ (it adds a key the code reads), a ``key:
+  value`` name in the composed configs, conf/ or the records of ``NOT_CONFIG``. The commands shown in
+  code blocks compose (above), and their ``+`` keys are checked the same way.
 """
 
 from __future__ import annotations
@@ -71,7 +89,7 @@ def blocks(path: Path) -> list[Block]:
                 current = Block(path, number, match.group(2).lower(), [], previous.strip() == EXPECT_ERROR)
             elif text.strip():
                 previous = text
-        elif text.strip().startswith(fence[0] * len(fence)) and not text.strip().strip(fence[0]):
+        elif closes(fence, text):
             found.append(current)
             current, previous = None, ""
         else:
@@ -80,10 +98,29 @@ def blocks(path: Path) -> list[Block]:
     return found
 
 
-def prose_lines(path: Path) -> list[tuple[int, str]]:
+def closes(fence: str, line: str) -> bool:
+    """Whether ``line`` closes a code block opened with ``fence``."""
+    return line.strip().startswith(fence[0] * len(fence)) and not line.strip().strip(fence[0])
+
+
+def prose_lines_of(text: str) -> list[tuple[int, str]]:
     """The lines outside fenced code blocks."""
-    inside = {n for b in blocks(path) for n in range(b.line, b.lines[-1][0] + 2 if b.lines else b.line + 2)}
-    return [(n, t) for n, t in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if n not in inside]
+    found, fence = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        if fence is None:
+            match = FENCE.match(line)
+            if match:
+                fence = match.group(1)
+            else:
+                found.append((number, line))
+        elif closes(fence, line):
+            fence = None
+    return found
+
+
+def prose_lines(path: Path) -> list[tuple[int, str]]:
+    blocks(path)  # a block never closed is an error
+    return prose_lines_of(path.read_text(encoding="utf-8"))
 
 
 def slug(heading: str) -> str:
@@ -309,6 +346,9 @@ def test_command_composes(command, scratch):
     if error:
         pytest.fail(f"{command.where}: {command.text!r} does not compose ({error})\n"
                     f"overrides composed: {overrides}; left out: {left_out}")
+    # Hydra adds a + key silently: it must be one the code reads (a key without + Hydra checks itself)
+    added = [problem for o in overrides if o.startswith("+") and (problem := override_problem(o, ComposedKeys()))]
+    assert not added, f"{command.where}: {'; '.join(added)}"
 
 
 def tool_main(module: str):
@@ -413,3 +453,398 @@ def outside_paths(path: Path) -> list[str]:
 def test_no_path_outside_the_repository(path):
     problems = outside_paths(path)
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Paragraphs and sections
+
+
+@dataclass
+class Paragraph:
+    line: int  # of its first line, 1-based
+    lines: list[str]
+
+    @property
+    def words(self) -> str:
+        """The paragraph's words, lowercase: what two copies share when spacing and punctuation drifted."""
+        return " ".join(re.findall(r"\w+", " ".join(self.lines).lower()))
+
+
+def paragraphs(text: str) -> list[Paragraph]:
+    """Blocks of lines between blank lines; a fenced code block stays whole (blank lines inside it too)."""
+    found, current, fence = [], None, None
+    for number, line in enumerate(text.splitlines(), 1):
+        match = FENCE.match(line)
+        if fence is None and not line.strip():
+            current = None
+            continue
+        if current is None:
+            current = Paragraph(number, [])
+            found.append(current)
+        current.lines.append(line)
+        if fence is None and match:
+            fence = match.group(1)
+        elif fence is not None and closes(fence, line):
+            fence = None
+    return found
+
+
+@dataclass
+class Section:
+    heading: str
+    level: int  # 0 for the text above the first heading
+    parent: "Section | None"
+    paragraphs: list[Paragraph]
+
+    @property
+    def own_text(self) -> str:
+        """Its heading and the text it has before its first subheading."""
+        return "\n".join([self.heading, *(line for p in self.paragraphs for line in p.lines)])
+
+    @property
+    def path_text(self) -> str:
+        """What a reader has been told of this section: its own text and that of every section around it."""
+        return self.own_text + ("\n" + self.parent.path_text if self.parent else "")
+
+
+def sections(text: str) -> list[Section]:
+    found = [Section("", 0, None, [])]
+    for paragraph in paragraphs(text):
+        match = re.match(r"^(#{1,6})\s", paragraph.lines[0])
+        if not match:
+            found[-1].paragraphs.append(paragraph)
+            continue
+        level, parent = len(match.group(1)), found[-1]
+        while parent.level >= level:
+            parent = parent.parent
+        found.append(Section(paragraph.lines[0], level, parent, []))
+        if paragraph.lines[1:]:  # text straight under the heading, with no blank line between
+            found[-1].paragraphs.append(Paragraph(paragraph.line + 1, paragraph.lines[1:]))
+    return found
+
+
+# ---------------------------------------------------------------------------------------------------
+# Results pages: every figure with its date and machine, and no story of the session
+
+RESULTS = sorted((REPO / "docs" / "results").glob("*.md"))
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+MACHINE = re.compile(r"\b(?:EPYC|Xeon|Zen|AMX|AVX2|AVX-512|H100|H200|v?CPUs?|GPUs?|TPU)\b")
+_NUMBER = r"\d(?:[\d,]*\d)?"
+FIGURE = re.compile(rf"(?<![\w.\-/§])(?:{_NUMBER}\.\d+(?![\d.])(?:\s?(?:%|x\b|×))?"
+                    rf"|{_NUMBER}\s?(?:%|x\b|×|s\b|ms\b|min\b|h\b|GiB\b|MiB\b|GB\b|MB\b))")
+VERSION_BEFORE = re.compile(r"(?:SQuAD|torch|torch_xla|transformers|Lightning|Python|pytest-xdist|litdata|CUDA|"
+                            r"Table|version)\s*$")
+
+
+def figures(paragraph: Paragraph) -> list[str]:
+    """The measured-looking numbers of a paragraph: not in code spans, link targets or shell blocks (a
+    command's numbers are settings); a ``text`` block's output counts."""
+    found, fence, shell = [], None, False
+    for line in paragraph.lines:
+        match = FENCE.match(line)
+        if fence is None and match:
+            fence, shell = match.group(1), match.group(2).lower() in SHELL_LANGUAGES
+            continue
+        if fence is not None and closes(fence, line):
+            fence = None
+            continue
+        if fence is not None and shell:
+            continue
+        plain = re.sub(r"\]\([^)]*\)", "]", re.sub(r"`[^`]*`", "", line))
+        found += [m.group(0) for m in FIGURE.finditer(plain) if not VERSION_BEFORE.search(plain[:m.start()])]
+    return found
+
+
+def undated_figures(text: str, name: str) -> list[str]:
+    problems = []
+    for section in sections(text):
+        context = section.path_text
+        missing = [what for what, pattern in (("date (YYYY-MM-DD)", DATE), ("machine", MACHINE))
+                   if not pattern.search(context)]
+        if not missing:
+            continue
+        for paragraph in section.paragraphs:
+            found = figures(paragraph)
+            if found:
+                problems.append(f"{name}:{paragraph.line}: {', '.join(found[:3])} stand in no paragraph or "
+                                f"section that names their {' and '.join(missing)}")
+    return problems
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=rel)
+def test_results_figures_name_date_and_machine(path):
+    problems = undated_figures(path.read_text(encoding="utf-8"), rel(path))
+    assert not problems, "\n".join(problems)
+
+
+def test_undated_figure_is_found():
+    page = ("# A result\n\nThe step took 1.52 s.\n\n## 2026-11-27, a 2-core AMD EPYC\n\n| a | b |\n|---|---|\n"
+            "| 3 | 45 % |\n\n## Another day\n\nOn the same CPU: 2.1x.\n")
+    assert undated_figures(page, "page.md") == [
+        "page.md:3: 1.52 stand in no paragraph or section that names their date (YYYY-MM-DD) and machine",
+        "page.md:13: 2.1x stand in no paragraph or section that names their date (YYYY-MM-DD)"]
+    dated = ("# A result\n\n2026-11-27 on one H200.\n\n## Pre-training\n\n1.82x, SQuAD 2.0, torch 2.11.0, `lr=0.5`.\n"
+             "\n## Undated, but only a command\n\n```bash\npython -m bert_exp optim.optimizer.lr=0.5\n```\n")
+    assert undated_figures(dated, "page.md") == []
+    output = "# Output\n\n```text\nresult: finished, val/f1 = 51.92\n```\n"
+    assert undated_figures(output, "page.md") == [
+        "page.md:3: 51.92 stand in no paragraph or section that names their date (YYYY-MM-DD) and machine"]
+
+
+# a phrase and why it is refused: results pages state targets and figures, not the history of the runs
+NARRATION = {
+    "we aim": "state the target ('the target is ...')",
+    "aimed for": "state the target ('against a target of ...')",
+    "the target was": "state the target in the present",
+    "this run": "name the run (its date, its preset) or say what the code does now",
+    "targets set": "state the targets",
+    "asked for": "state the target, not who asked for it",
+    "were asked": "state the target, not who asked for it",
+    "was asked": "state the target, not who asked for it",
+    "this session": "name the date and the machine",
+    "script's first run": "say what the check holds, not when it first failed",
+    "so far": "say what holds at the date given",
+    "we added": "say what the option does",
+    "we kept": "say what the recipe is and why",
+    "not recorded": "find the date or machine in the history (git log -S, the commit that first recorded the "
+                    "figure: 'recorded DATE (commit SHA)'), or take the figure out",
+}
+
+
+def narration(text: str, name: str) -> list[str]:
+    problems = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for phrase, why in NARRATION.items():
+            if re.search(rf"\b{re.escape(phrase)}\b", line, re.IGNORECASE):
+                problems.append(f"{name}:{number}: {phrase!r}: {why}")
+    return problems
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=rel)
+def test_results_state_figures_not_the_story(path):
+    problems = narration(path.read_text(encoding="utf-8"), rel(path))
+    assert not problems, "\n".join(problems)
+
+
+def test_narration_is_found():
+    page = "Not the 2x we aimed for.\nUntil this run the checkpoint was older.\nThe target is 2x.\n"
+    assert [p.split(": ")[1] for p in narration(page, "page.md")] == ["'aimed for'", "'this run'"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# One home for each passage
+
+
+def repeated_paragraphs(texts: dict[str, str], min_lines: int = 4) -> list[str]:
+    homes: dict[str, list[str]] = {}
+    for name, text in texts.items():
+        for paragraph in paragraphs(text):
+            if len(paragraph.lines) >= min_lines and paragraph.words:
+                homes.setdefault(paragraph.words, []).append(f"{name}:{paragraph.line}")
+    return [f"the same {min_lines}+-line passage at {', '.join(places)}: keep one, link it from the others"
+            for places in homes.values() if len(places) > 1]
+
+
+def test_no_passage_stands_twice():
+    problems = repeated_paragraphs({rel(p): p.read_text(encoding="utf-8") for p in DOCS})
+    assert not problems, "\n".join(problems)
+
+
+def test_repeated_passage_is_found():
+    passage = "one\ntwo  three\nfour\nfive\n"
+    a, b = f"# A\n\n{passage}\nshort\n", f"# B\n\nshort\n\n{passage.replace('two  three', 'Two three,')}"
+    assert repeated_paragraphs({"a.md": a, "b.md": b}) == [
+        "the same 4+-line passage at a.md:3, b.md:5: keep one, link it from the others"]
+    assert repeated_paragraphs({"a.md": a, "b.md": "one\ntwo three\nfour\n"}) == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# Config keys named in the guides
+
+GUIDES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+OVERRIDE = re.compile(r"^([+~]?)([a-z_][a-z0-9_]*(?:\.[A-Za-z0-9_@-]+)*)=(.*)$")
+KEY_VALUE = re.compile(r"^([a-z_][a-z0-9_]*): \S")
+SHOWN_AS_MISTAKES = {"trainer.max_stepz"}  # configuration.md shows Hydra refusing it
+# names written as `key: value` that are not config keys: records and lines the runs write, other tools' specs
+NOT_CONFIG = {
+    "result": "the closing line of a run",
+    "error": "the one-line error a run ends with",
+    "diverged": "run.json's record of a diverged run",
+    "stopped_at_once": "run.json's record of a second Ctrl-C",
+    "method": "a W&B sweep specification (sweeps/*.yaml)",
+    "use_distributed_sampler": "Lightning's Trainer flag, set by the runner",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def config_groups() -> dict[str, frozenset[str]]:
+    """Each group Hydra can choose an option of, with its options: conf/'s folders, and sweeps."""
+    from bert_exp.resources import resource_dir
+
+    conf = resource_dir("conf")
+    groups = {d.name: frozenset(p.stem for p in d.glob("*.yaml")) for d in conf.iterdir() if d.is_dir()}
+    groups["sweeps"] = frozenset(p.stem for p in resource_dir("sweeps").glob("*.yaml"))
+    return groups
+
+
+def key_paths(node, prefix: str = "") -> set[str]:
+    """Every dotted key path of a composed config, without resolving its interpolations."""
+    from omegaconf import OmegaConf
+
+    found = set()
+    for key in node.keys():
+        path = f"{prefix}{key}"
+        found.add(path)
+        child = node._get_node(key)
+        if OmegaConf.is_dict(child) and not child._is_missing() and not child._is_none():
+            found |= key_paths(child, f"{path}.")
+    return found
+
+
+# Configs that between them hold every key the guides name; a key of another group option is looked for in
+# pretrain_tiny composed with each option of the key's group (and the options chosen beside it).
+COMPOSED = [
+    ("+experiment=pretrain_tiny",),
+    ("+experiment=pretrain_budget",),  # pre-LN
+    ("+experiment=pretrain_albert_tiny",),  # ALBERT's factorised embedding and shared layers
+    ("+experiment=pretrain_clm_tiny",),  # a causal model
+    ("+experiment=cola_minilm",),  # GLUE-style data, the classification module
+    ("+experiment=ner_tiny",),  # tagging data and module
+    ("+experiment=squad_v2_minilm_local",),  # SQuAD
+    ("+experiment=pretrain_base", "hardware=fsdp", "callbacks=compile", "model=from_checkpoint"),
+]
+
+
+class ComposedKeys:
+    """The key paths of composed configs: ``COMPOSED``, then, for a key not in them, ``pretrain_tiny`` with
+    the group options written beside the key and each option of the key's group, composed as asked."""
+
+    def __init__(self, compose=compose_config, configs=tuple(COMPOSED)):
+        self.compose, self.configs, self.done, self.paths = compose, configs, set(), set()
+
+    def _candidates(self, group: str, choices: tuple[str, ...]):
+        yield from self.configs
+        preset = next((c for c in choices if c.startswith("+experiment=")), "+experiment=pretrain_tiny")
+        choices = tuple(c for c in choices if c != preset)
+        yield (preset, *choices)
+        for option in sorted(config_groups().get(group, ())):
+            yield (preset, *choices, f"{group}={option}")
+
+    def _compose(self, overrides: tuple[str, ...]):
+        if overrides not in self.done:
+            self.done.add(overrides)
+            try:
+                self.paths |= key_paths(self.compose(list(overrides)))
+            except Exception:  # noqa: BLE001: an option that does not compose with this preset
+                pass
+
+    def has(self, path: str, choices: tuple[str, ...] = ()) -> bool:
+        for overrides in self._candidates(path.split(".")[0], choices):
+            if path in self.paths:
+                return True
+            self._compose(overrides)
+        return path in self.paths
+
+    def roots(self) -> set[str]:
+        """The config's top-level keys and its groups: what an override's first name must be."""
+        self._compose(self.configs[0])
+        return {p for p in self.paths if "." not in p} | set(config_groups())
+
+
+@functools.lru_cache(maxsize=None)
+def names_the_code_knows() -> frozenset[str]:
+    """The words of bert_exp's source and of conf/: a ``+`` key's name must be one of them to be read."""
+    from bert_exp.resources import resource_dir
+
+    files = [*(REPO / "bert_exp").rglob("*.py"), *resource_dir("conf").rglob("*.yaml")]
+    return frozenset(w for f in files for w in re.findall(r"\w+", f.read_text(encoding="utf-8")))
+
+
+def is_placeholder(value: str) -> bool:
+    return not re.fullmatch(r"[a-z0-9_]+(?:,[a-z0-9_]+)*", value)
+
+
+def override_problem(token: str, composed: ComposedKeys, choices: tuple[str, ...] = ()) -> str | None:
+    """What is wrong with the key of one ``[+~]key=value`` override (composed with the group ``choices``
+    written beside it), or None."""
+    match = OVERRIDE.match(token)
+    if not match:
+        return None
+    prefix, key, value = match.groups()
+    groups = config_groups()
+    if key in SHOWN_AS_MISTAKES or key.split(".")[0] == "hydra" or re.search(r"(^|\.)[A-Z]", key):
+        return None  # a placeholder (trainer.KEY=VALUE)
+    if key in groups:
+        unknown = [] if is_placeholder(value) else [v for v in value.split(",") if v not in groups[key]]
+        return f"{key} has no option {', '.join(unknown)}" if unknown else None
+    if prefix == "+":
+        name = key.split(".")[-1]
+        return None if name in names_the_code_knows() else f"+{key} adds a key no code or config reads"
+    return None if composed.has(key, choices) else f"{key} is in no composed config"
+
+
+def named_overrides(text: str) -> list[tuple[int, str, tuple[str, ...]]]:
+    """The overrides and ``key: value`` pairs written in a page's code spans, outside code blocks, each
+    with the group options chosen in the same span (``hardware=fsdp trainer.strategy....``)."""
+    found = []
+    for number, line in prose_lines_of(text):
+        for span in re.findall(r"`([^`]+)`", line):
+            if KEY_VALUE.match(span):
+                found.append((number, span, ()))
+                continue
+            tokens = [token for token in span.split() if OVERRIDE.match(token)]
+            choices = tuple(t for t in tokens if OVERRIDE.match(t).group(2) in config_groups()
+                            and not is_placeholder(OVERRIDE.match(t).group(3)))
+            found += [(number, token, choices) for token in tokens]
+    return found
+
+
+def unknown_keys(text: str, name: str, composed: ComposedKeys) -> list[str]:
+    problems = []
+    roots = composed.roots()
+    for number, written, choices in named_overrides(text):
+        key_value = KEY_VALUE.match(written)
+        if key_value:
+            key = key_value.group(1)
+            if key not in NOT_CONFIG and not any(p == key or p.endswith(f".{key}") for p in composed.paths):
+                problems.append(f"{name}:{number}: `{written}`: no config key {key}")
+            continue
+        root = OVERRIDE.match(written).group(2).split(".")[0]
+        if root not in roots:
+            continue  # not a config override (a Python keyword argument, an environment variable)
+        problem = override_problem(written, composed, choices)
+        if problem:
+            problems.append(f"{name}:{number}: `{written}`: {problem}")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def composed_keys() -> ComposedKeys:
+    return ComposedKeys()
+
+
+@pytest.mark.parametrize("path", GUIDES, ids=rel)
+def test_guides_name_existing_config_keys(path, composed_keys):
+    problems = unknown_keys(path.read_text(encoding="utf-8"), rel(path), composed_keys)
+    assert not problems, "\n".join(problems)
+
+
+def test_unknown_config_key_is_found():
+    from omegaconf import OmegaConf
+
+    def compose(overrides):  # a small stand-in for the config tree: the checker's logic, not Hydra's
+        hardware = next((o.split("=")[1] for o in overrides if o.startswith("hardware=")), "cpu")
+        return OmegaConf.create({"trainer": {"max_steps": 1, **({"strategy": {"x": 1}} if hardware == "fsdp" else {})},
+                                 "data": {"loader": {"group_by_length": False, "pad_to_max_length": False}}})
+
+    page = ("Set `data.loader.group_by_length=true` or `data.loader.group_by_lenght=true`, `hardware=gpus`,\n"
+            "`+data.limit_train_examples=N`, `+data.limit_trian_examples=N`, `dynamic=False`,\n"
+            "`pad_to_max_length: true`\n"
+            "and `pad_to_max_lenght: true`, `trainer.strategy.x=2`, `hardware=fsdp trainer.strategy.x=2`.\n\n"
+            "```bash\npython -m bert_exp data.no_such_key=1\n```\n")
+    assert unknown_keys(page, "page.md", ComposedKeys(compose, configs=[("+experiment=pretrain_tiny",)])) == [
+        "page.md:1: `data.loader.group_by_lenght=true`: data.loader.group_by_lenght is in no composed config",
+        "page.md:1: `hardware=gpus`: hardware has no option gpus",
+        "page.md:2: `+data.limit_trian_examples=N`: +data.limit_trian_examples adds a key no code or config reads",
+        "page.md:4: `pad_to_max_lenght: true`: no config key pad_to_max_lenght",
+        "page.md:4: `trainer.strategy.x=2`: trainer.strategy.x is in no composed config"]
