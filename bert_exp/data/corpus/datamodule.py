@@ -33,9 +33,10 @@ from ..tokenizer import (
     train_wordpiece,
     vocab_list,
 )
-from .files import CorpusError, detect_format, expand_inputs
-from .groups import InstanceSettings, instance_key, instance_layout
+from .files import CorpusError, expand_inputs
+from .groups import InstanceSettings, instance_layout
 from .integrity import check_chunks, read_meta, verify_checksums
+from .keys import input_key, instance_key
 from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
 from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare
 from .sources import DatasetSource, is_remote, stage_inputs
@@ -165,6 +166,7 @@ class PretrainingDataModule(VocabularyDataModule):
                         100 * masking.max_predictions_per_seq / (instances.max_seq_length - 2),
                         masking.masked_lm_prob, wanted)
         self._files: list[Path] | None = None
+        self._file_sha256: list[str] | None = None  # in the order of self.files
         self.datasets: dict = {}
         self.meta: dict | None = None
 
@@ -208,11 +210,22 @@ class PretrainingDataModule(VocabularyDataModule):
         return [str(spec) for spec in self.files_spec if not is_remote(spec)]
 
     @property
-    def input_key(self) -> dict:
-        """What identifies the inputs in the cache keys: each file's sha256 and, for a compressed file,
-        the format it is read as (plain files add nothing, so their caches keep their keys)."""
-        formats = {str(p): fmt for p in self.files if (fmt := detect_format(p)) != "plain"}
-        return {**self.data_checksums, "formats": formats} if formats else self.data_checksums
+    def file_sha256(self) -> list[str]:
+        """Each input file's sha256, in the order the files are read: hashed here, or handed over by the run's
+        first process (by position: its paths are not this node's, which stages or mounts the inputs where
+        it will)."""
+        if self._file_sha256 is None:
+            checksums = self.data_checksums
+            self._file_sha256 = [checksums[str(p)] for p in self.files]
+        if len(self._file_sha256) != len(self.files):
+            raise CorpusError(f"data.files: this node reads {len(self.files)} input files, the run's first process "
+                              f"{len(self._file_sha256)}: give every node the same inputs")
+        return self._file_sha256
+
+    def input_key(self, vocabulary: bool = False) -> list[dict]:
+        """What identifies the inputs in the cache keys: each file's content and own options, in the order
+        read (:func:`.keys.input_key`); never its path."""
+        return input_key(self.files, self.file_sha256, self.settings, vocabulary)
 
     def load_tokenizer(self) -> Tokenizer:
         """Loads ``vocab_file`` or the cached vocabulary trained on this corpus (training it once)."""
@@ -230,8 +243,9 @@ class PretrainingDataModule(VocabularyDataModule):
     def tokenizer_dir(self) -> Path:
         """Where the vocabulary trained on this corpus is cached (tokenizer.json, and vocab.txt for WordPiece)."""
         sample = self.vocabulary_sample_bytes
-        extra = [{"sample_bytes": sample}] if sample else []  # a whole corpus keeps the key it always had
-        key = config_key(self.input_key, self.tokenizer_spec.cache_fields, self.settings.encoding_fallback, *extra)
+        extra = [{"sample_bytes": sample}] if sample else []  # a whole corpus: no sample size in its key
+        key = config_key(self.input_key(vocabulary=True), self.tokenizer_spec.cache_fields,
+                         self.settings.encoding_fallback, *extra)
         return self.cache_dir / "tokenizers" / key
 
     @property
@@ -278,12 +292,12 @@ class PretrainingDataModule(VocabularyDataModule):
         kind = tokenizer_kind(self.tokenizer)
         if kind != "wordpiece":
             vocab_hash = config_key(vocab_hash, kind, tokenizer_json(self.tokenizer))
-        key = {"inputs": self.input_key, "vocabulary": vocab_hash, "instances": instance_key(self.settings),
+        key = {"inputs": self.input_key(), "vocabulary": vocab_hash, "instances": instance_key(self.settings),
                "group_bytes": self.prepare_settings.group_bytes, "format": FORMAT,
                "chunk_bytes": self.prepare_settings.chunk_size(self.prepared_root)}
         checked = [p for p in self.prepare_settings.evaluation_sets or [] if Path(p).is_file()]
-        if checked:  # the report says what the corpus shares with these
-            key["evaluation_sets"] = files_sha256([Path(p) for p in checked])
+        if checked:  # the report says what the corpus shares with these (their content, wherever they lie)
+            key["evaluation_sets"] = sorted(files_sha256([Path(p) for p in checked]).values())
         return key
 
     @property
@@ -299,7 +313,8 @@ class PretrainingDataModule(VocabularyDataModule):
         self.prepared_root.check_reachable()
 
     def _meta_to_record(self) -> dict:
-        return {"inputs": self.data_checksums, "settings": self.settings.__dict__,
+        inputs = {str(path): digest for path, digest in zip(self.files, self.file_sha256)}  # this node's paths
+        return {"inputs": inputs, "settings": self.settings.__dict__,
                 "group_bytes": self.prepare_settings.group_bytes, "vocabulary_sha256": self.vocabulary_sha256}
 
     def _node(self) -> tuple[int, int]:
@@ -405,8 +420,10 @@ class PretrainingDataModule(VocabularyDataModule):
 
     def shared_state(self) -> dict:
         """What the run's first process works out once for all (the vocabulary trained on the corpus, the
-        inputs' sha256), for the others to :meth:`use_shared_state` instead of working it out again."""
-        return {"tokenizer": self.tokenizer.to_str(), "lowercase": self.lowercase, "checksums": self.data_checksums}
+        inputs' sha256), for the others to :meth:`use_shared_state` instead of working it out again. The
+        sha256 go by position too: another node's paths to the same inputs are its own."""
+        return {"tokenizer": self.tokenizer.to_str(), "lowercase": self.lowercase, "checksums": self.data_checksums,
+                "file_sha256": self.file_sha256}
 
     def use_shared_state(self, state: dict) -> None:
         from ..tokenizer import tokenizer_from_json
@@ -414,6 +431,7 @@ class PretrainingDataModule(VocabularyDataModule):
         self._tokenizer = tokenizer_from_json(state["tokenizer"], "the first process's vocabulary")
         self.lowercase = state["lowercase"]
         self._checksums = dict(state["checksums"])
+        self._file_sha256 = list(state["file_sha256"])
 
     # -- loaders ----------------------------------------------------------------------------------------
 
