@@ -1,10 +1,13 @@
-"""The caches' keys are the content's and the options'.
+"""The caches' keys are the content's and the options', and a cache is the content it is keyed by.
 
 - No key depends on where a node keeps its cache or how a path is spelt: two nodes with caches at other
   paths, the corpus given as ``.xz`` objects staged into each, compute the same vocabulary and prepared
   keys, and a prepared copy they share in an object store completes.
 - Every option that changes the text read is in every key built from it (a table's ``text_column`` in the
   vocabulary's), and nothing else is (worker counts, paths).
+- An input rewritten with its size and mtime kept is hashed again (ctime and inode, as git's index), and
+  one that changes after it was hashed stops the run, naming it, before anything is stored under the
+  old hash.
 
 The corpora are made here (a few KB of generated sentences), so nothing needs $BERT_EXP_DATA.
 """
@@ -25,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bert_exp.data import InstanceSettings, LoaderSettings, PretrainingDataModule, TokenizerSpec
+from bert_exp.data import InstanceSettings, LoaderSettings, PretrainingDataModule, TokenizerSpec, hashing
 from bert_exp.data.corpus.files import CorpusError
 from bert_exp.data.corpus.integrity import read_meta
 from bert_exp.data.corpus.preparation import PrepareSettings
@@ -275,3 +278,61 @@ def test_another_column_of_a_table_is_another_vocabulary(tmp_path):
     town = module(files, tmp_path / "cache").tokenizer
     sea = module(replace_entry(files, text_column="b"), tmp_path / "cache").tokenizer
     assert "harbour" in sea.get_vocab() and "harbour" not in town.get_vocab()
+
+
+# -- a file that changes is read as it is now, or the run stops ------------------------------------------
+
+def rewrite_keeping_size_and_mtime(path: Path) -> None:
+    """An edit of the same length, then ``touch -r``: only ctime (and the content) differ. The first
+    letter becomes another one."""
+    stat = path.stat()
+    text = path.read_text()
+    with open(path, "r+") as f:  # in place: the same inode
+        f.write(("Z" if text[0] != "Z" else "Y") + text[1:])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+
+
+def test_a_file_rewritten_with_its_size_and_mtime_kept_is_hashed_again(tmp_path):
+    path = text_file(tmp_path / "a.txt", seed=3)
+    memo = tmp_path / "cache"
+    first = hashing.files_sha256([path], memo)[str(path)]
+    original = path.read_text()
+    rewrite_keeping_size_and_mtime(path)
+    second = hashing.files_sha256([path], memo)[str(path)]
+    assert second == hashing.file_sha256(path) != first  # ctime
+    stat = path.stat()
+    replacement = tmp_path / "new.txt"
+    replacement.write_text(original)
+    os.utime(replacement, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    os.replace(replacement, path)  # another inode, the same size and mtime
+    assert hashing.files_sha256([path], memo)[str(path)] == first
+
+
+def test_a_file_changed_after_hashing_stops_before_a_vocabulary_is_stored(tmp_path):
+    files = corpus(tmp_path / "corpus")
+    dm = module([files], tmp_path / "cache")
+    vocabulary = dm.tokenizer_dir  # the inputs hashed
+    changed = files / "part01.txt"
+    rewrite_keeping_size_and_mtime(changed)
+    with pytest.raises(CorpusError, match=rf"^{changed}: changed since it was hashed") as caught:
+        dm.tokenizer  # noqa: B018
+    assert "\n" not in str(caught.value)
+    assert not vocabulary.exists() and not list(vocabulary.parent.iterdir())  # nothing under the old hash
+
+
+def test_a_file_changed_after_hashing_stops_before_prepared_data_is_stored(tmp_path):
+    files = corpus(tmp_path / "corpus")
+    dm = module([files], tmp_path / "cache")
+    dm.tokenizer  # noqa: B018  the inputs hashed, the vocabulary trained on them
+    location = Path(dm.prepared_location.url)
+    changed = files / "part04.txt"
+    rewrite_keeping_size_and_mtime(changed)
+    with pytest.raises(CorpusError, match=rf"^{changed}: changed since it was hashed") as caught:
+        dm.prepare_data()
+    assert "\n" not in str(caught.value)
+    assert not location.exists() and not list(location.parent.iterdir())  # nothing under the old hash
+    again = module([files], tmp_path / "cache")  # the next run: the file as it is now, under its new hash
+    again.setup("fit")
+    assert Path(again.prepared_location.url) != location
+    assert again.meta["inputs"][str(changed)] == hashing.file_sha256(changed)

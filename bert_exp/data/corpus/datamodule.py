@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 
 from ...errors import UserError
 from ..base import VocabularyDataModule, blocking_signals, worker_init
-from ..hashing import config_key, files_sha256
+from ..hashing import config_key, file_version, files_sha256
 from ..loading import LoaderSettings
 from ..sampling import process_group
 from ..tokenizer import (
@@ -36,7 +36,7 @@ from ..tokenizer import (
 from .files import CorpusError, expand_inputs
 from .groups import InstanceSettings, instance_layout
 from .integrity import check_chunks, read_meta, verify_checksums
-from .keys import input_key, instance_key
+from .keys import check_unchanged, input_key, instance_key
 from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
 from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare
 from .sources import DatasetSource, is_remote, stage_inputs
@@ -167,6 +167,7 @@ class PretrainingDataModule(VocabularyDataModule):
                         masking.masked_lm_prob, wanted)
         self._files: list[Path] | None = None
         self._file_sha256: list[str] | None = None  # in the order of self.files
+        self._versions: dict[str, list] | None = None  # each input's file_version when it was hashed
         self.datasets: dict = {}
         self.meta: dict | None = None
 
@@ -210,6 +211,19 @@ class PretrainingDataModule(VocabularyDataModule):
         return [str(spec) for spec in self.files_spec if not is_remote(spec)]
 
     @property
+    def data_checksums(self) -> dict[str, str]:
+        self.input_versions  # noqa: B018 - before hashing: a file that changes from then on is noticed
+        return super().data_checksums
+
+    @property
+    def input_versions(self) -> dict[str, list]:
+        """Each input file's version (:func:`..hashing.file_version`) as it was hashed (or, where the run's
+        first process hashed it, as this process first saw it): what is read must still be it."""
+        if self._versions is None:
+            self._versions = {str(p): file_version(p) for p in self.files}
+        return self._versions
+
+    @property
     def file_sha256(self) -> list[str]:
         """Each input file's sha256, in the order the files are read: hashed here, or handed over by the run's
         first process (by position: its paths are not this node's, which stages or mounts the inputs where
@@ -217,6 +231,7 @@ class PretrainingDataModule(VocabularyDataModule):
         if self._file_sha256 is None:
             checksums = self.data_checksums
             self._file_sha256 = [checksums[str(p)] for p in self.files]
+        self.input_versions  # noqa: B018 - handed the sha256: the files as this process first sees them
         if len(self._file_sha256) != len(self.files):
             raise CorpusError(f"data.files: this node reads {len(self.files)} input files, the run's first process "
                               f"{len(self._file_sha256)}: give every node the same inputs")
@@ -277,6 +292,7 @@ class PretrainingDataModule(VocabularyDataModule):
         else:
             tokenizer = train_wordpiece(texts, spec.vocab_size, spec.min_frequency, spec.limit_alphabet,
                                         spec.lowercase, spec.strip_accents)
+        check_unchanged(self.input_versions, self.files)  # what was read is what the key holds
         save_vocab(tokenizer, directory)
 
     @property
@@ -331,7 +347,7 @@ class PretrainingDataModule(VocabularyDataModule):
         self.check_storage()
         node_rank, num_nodes = self._node()
         prepare(self.prepared_location, self.files, self.tokenizer.to_str(), self.vocab_size, self.settings,
-                self.prepare_settings, self._meta_to_record(), node_rank, num_nodes)
+                self.prepare_settings, self._meta_to_record(), node_rank, num_nodes, self.input_versions)
 
     def _finish_shared(self) -> None:
         """Where the nodes shared the preparation, the run's first process writes the indexes and meta.json
