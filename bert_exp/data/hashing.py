@@ -51,6 +51,42 @@ def remembered_sha256(path: Path, memo_dir: Path) -> str:
     return digest
 
 
+RECORD = "sha256.json"
+
+
+def record_sha256(directory: Path) -> None:
+    """Writes ``directory/sha256.json``: the sha256 of each file in ``directory``, for
+    :func:`read_recorded` to check when the directory is used again."""
+    directory = Path(directory)
+    digests = {p.name: file_sha256(p) for p in sorted(directory.iterdir()) if p.is_file() and p.name != RECORD}
+    (directory / RECORD).write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+
+
+def read_recorded(directory: Path) -> dict[str, bytes]:
+    """The files :func:`record_sha256` recorded in ``directory``, each read once and checked against its
+    sha256 (what is returned is what was checked); a ValueError naming the first file that is missing or
+    differs, or the record itself."""
+    directory = Path(directory)
+    try:
+        recorded = json.loads((directory / RECORD).read_text(encoding="utf-8"))
+        if not isinstance(recorded, dict) or not recorded:
+            raise ValueError
+    except FileNotFoundError:
+        raise ValueError(f"{directory / RECORD}: missing (the sha256 of the files beside it are not known)") from None
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise ValueError(f"{directory / RECORD}: not a record of the files' sha256") from None
+    contents = {}
+    for name, digest in recorded.items():
+        try:
+            data = (directory / name).read_bytes()
+        except OSError as err:
+            raise ValueError(f"{directory / name}: cannot be read ({err.strerror or err})") from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ValueError(f"{directory / name}: its sha256 is not the one recorded when it was written")
+        contents[name] = data
+    return contents
+
+
 def config_key(*parts) -> str:
     """A short stable hash of JSON-serialisable parts (dicts are key-sorted)."""
     blob = json.dumps(parts, sort_keys=True, default=str).encode()

@@ -8,6 +8,8 @@
 - An input rewritten with its size and mtime kept is hashed again (ctime and inode, as git's index), and
   one that changes after it was hashed stops the run, naming it, before anything is stored under the
   old hash.
+- A cached vocabulary (``tokenizer.json``, ``vocab.txt``) is checked against the sha256 recorded when
+  it was written: a truncated or edited one is one line naming it, exit 2.
 
 The corpora are made here (a few KB of generated sentences), so nothing needs $BERT_EXP_DATA.
 """
@@ -32,7 +34,8 @@ from bert_exp.data import InstanceSettings, LoaderSettings, PretrainingDataModul
 from bert_exp.data.corpus.files import CorpusError
 from bert_exp.data.corpus.integrity import read_meta
 from bert_exp.data.corpus.preparation import PrepareSettings
-from helpers import REPO
+from bert_exp.data.tokenizer import VocabularyError
+from helpers import REPO, run_cli
 
 WORDS = {
     "sea": "ship sail wave harbour tide anchor storm island coast mast rope deck captain crew gull salt "
@@ -336,3 +339,51 @@ def test_a_file_changed_after_hashing_stops_before_prepared_data_is_stored(tmp_p
     again.setup("fit")
     assert Path(again.prepared_location.url) != location
     assert again.meta["inputs"][str(changed)] == hashing.file_sha256(changed)
+
+
+# -- the cached vocabulary is checked as chunks are ------------------------------------------------------
+
+def damage(path: Path, how: str) -> None:
+    """Cut to half its size, or edited: still a vocabulary, its last token renamed."""
+    if how == "truncated":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif path.suffix == ".json":
+        tokenizer = json.loads(path.read_text())
+        vocab = tokenizer["model"]["vocab"]
+        last = max(vocab, key=vocab.get)
+        vocab[last + "x"] = vocab.pop(last)
+        path.write_text(json.dumps(tokenizer))
+    else:
+        lines = path.read_text().splitlines()
+        path.write_text("\n".join(lines[:-1] + [lines[-1] + "x"]) + "\n")
+
+
+@pytest.mark.parametrize("name, how", [("tokenizer.json", "truncated"), ("tokenizer.json", "edited"),
+                                       ("vocab.txt", "truncated"), ("vocab.txt", "edited")])
+def test_a_damaged_cached_vocabulary_is_one_line_naming_the_file(tmp_path, name, how):
+    files = corpus(tmp_path / "corpus")
+    directory = module([files], tmp_path / "cache").tokenizer_dir
+    module([files], tmp_path / "cache").tokenizer  # noqa: B018  trained and cached
+    assert module([files], tmp_path / "cache").tokenizer.get_vocab_size() == 200  # reused as recorded
+    damage(directory / name, how)
+    with pytest.raises(VocabularyError, match=rf"^{directory / name}: its sha256 is not the one recorded") as caught:
+        module([files], tmp_path / "cache").tokenizer  # noqa: B018
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.slow
+def test_a_truncated_cached_vocabulary_is_one_line_and_exit_2_through_the_cli(tmp_path):
+    corpus(tmp_path / "corpus")
+    arguments = ["+experiment=pretrain_tiny", f"data.files=[{tmp_path / 'corpus'}]", "data.tokenizer.vocab_size=200",
+                 "data.instances.max_seq_length=32", "data.instances.val_fraction=0.2", "global_batch_size=4",
+                 "trainer.max_steps=1", "trainer.val_check_interval=1", "trainer.limit_val_batches=1", "logger=csv"]
+    env = {"BERT_EXP_CACHE": str(tmp_path / "cache")}
+    first = run_cli([*arguments, f"hydra.run.dir={tmp_path / 'first'}"], env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (cached,) = (tmp_path / "cache" / "tokenizers").glob("*/tokenizer.json")
+    damage(cached, "truncated")
+    second = run_cli([*arguments, f"hydra.run.dir={tmp_path / 'second'}"], env=env)
+    assert second.returncode == 2, second.stderr[-3000:]
+    errors = [line for line in second.stderr.splitlines() if line.startswith("error:") or "Traceback" in line]
+    assert errors == [f"error: {cached}: its sha256 is not the one recorded when it was written (the cached "
+                      f"vocabulary is damaged: delete {cached.parent} to train it again)"]

@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 
 from ...errors import UserError
 from ..base import VocabularyDataModule, blocking_signals, worker_init
-from ..hashing import config_key, file_version, files_sha256
+from ..hashing import config_key, file_version, files_sha256, read_recorded, record_sha256
 from ..loading import LoaderSettings
 from ..sampling import process_group
 from ..tokenizer import (
@@ -27,6 +27,7 @@ from ..tokenizer import (
     atomic_directory,
     load_vocab_file,
     save_vocab,
+    tokenizer_from_json,
     tokenizer_json,
     tokenizer_kind,
     train_byte_bpe,
@@ -252,7 +253,21 @@ class PretrainingDataModule(VocabularyDataModule):
                                       f"tokenizer but data.tokenizer.kind={spec.kind} (a byte_bpe is a tokenizer.json)")
             return tokenizer
         directory = atomic_directory(self.tokenizer_dir, self._train_tokenizer)
-        return Tokenizer.from_file(str(directory / "tokenizer.json"))
+        return self._cached_tokenizer(directory)
+
+    @staticmethod
+    def _cached_tokenizer(directory: Path) -> Tokenizer:
+        """The vocabulary cached in ``directory``, its files checked against the sha256 recorded when they
+        were written, as prepared chunks are: a cut or edited one is one line naming it. Not trained again
+        in its place: another run sharing the cache may be reading it, and a damaged cache is worth knowing of."""
+        try:
+            contents = read_recorded(directory)
+        except ValueError as err:
+            raise VocabularyError(f"{err} (the cached vocabulary is damaged: delete {directory} to train it "
+                                  "again)") from None
+        if "tokenizer.json" not in contents:
+            raise VocabularyError(f"{directory}: holds no tokenizer.json (delete it to train the vocabulary again)")
+        return tokenizer_from_json(contents["tokenizer.json"].decode("utf-8"), str(directory / "tokenizer.json"))
 
     @property
     def tokenizer_dir(self) -> Path:
@@ -294,6 +309,7 @@ class PretrainingDataModule(VocabularyDataModule):
                                         spec.lowercase, spec.strip_accents)
         check_unchanged(self.input_versions, self.files)  # what was read is what the key holds
         save_vocab(tokenizer, directory)
+        record_sha256(directory)  # checked whenever the cache is used (_cached_tokenizer)
 
     @property
     def prepared_root(self) -> Location:
@@ -442,8 +458,6 @@ class PretrainingDataModule(VocabularyDataModule):
                 "file_sha256": self.file_sha256}
 
     def use_shared_state(self, state: dict) -> None:
-        from ..tokenizer import tokenizer_from_json
-
         self._tokenizer = tokenizer_from_json(state["tokenizer"], "the first process's vocabulary")
         self.lowercase = state["lowercase"]
         self._checksums = dict(state["checksums"])
