@@ -209,7 +209,7 @@ def bpe_dm(data_dir, cache_dir):
 def test_pretraining_instances_with_byte_bpe(bpe_dm, data_dir, cache_dir):
     tokenizer = bpe_dm.tokenizer
     assert tokenizer_kind(tokenizer) == "byte_bpe" and bpe_dm.lowercase is False
-    assert sorted(p.name for p in bpe_dm.tokenizer_dir.iterdir()) == ["tokenizer.json"]
+    assert sorted(p.name for p in bpe_dm.tokenizer_dir.iterdir()) == ["sha256.json", "tokenizer.json"]  # no vocab.txt
     batch = next(iter(bpe_dm.train_dataloader()))
     ids = batch["input_ids"]
     assert torch.all(ids[:, 0] == bpe_dm.special_ids.cls) and (batch["masked_lm_labels"] != -100).any()

@@ -81,9 +81,9 @@ def test_text_parquet_jsonl_and_a_streamed_dataset_prepare_the_same_data(data_di
     for other in (parquet, jsonl, streamed):
         assert other.meta["identity"] == text.meta["identity"]
         assert other.meta["splits"]["train"]["instances"] == text.meta["splits"]["train"]["instances"] > 100
-    # the key holds the files' sha256 and the column; the staged shards are Parquet files of the text
-    assert parquet.prepared_key["instances"]["text_columns"] == {str(tmp_path / "addresses.parquet"): "content"}
-    assert "text_columns" not in text.prepared_key["instances"]  # text corpora keep their keys
+    # the key holds the files' sha256 and the column, not their paths; the staged shards are Parquet files of the text
+    assert parquet.prepared_key["inputs"] == [{"sha256": parquet.file_sha256[0], "text_column": "content"}]
+    assert "text_columns" not in parquet.prepared_key["instances"] and "text_column" not in str(text.prepared_key)
     staged = streamed.files
     assert [p.name for p in staged] == ["shard-00000.parquet", "shard-00001.parquet"]
     assert pq.read_table(staged[0]).column_names == ["text"] and staged[0].is_relative_to(tmp_path / "c4" / "inputs")

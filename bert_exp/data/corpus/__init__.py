@@ -4,6 +4,8 @@
   (Parquet, Arrow, JSON Lines), ``text.py`` (documents, sentences, the text a vocabulary is trained on),
   ``sources.py`` (s3:// and ``datasets`` inputs staged into the cache);
 - tokenize: the vocabulary is trained by ``datamodule.py`` with ``bert_exp.data.tokenizer``;
+- keys: ``keys.py`` (what the vocabulary's and the prepared data's caches are keyed by: content and
+  options, never paths; and the check that what was read is what was hashed);
 - instances: ``instances.py`` (BERT's, RoBERTa's and ALBERT's instance algorithms), ``groups.py`` (a group
   of files' documents -> its instances, ``InstanceSettings``, the data report), ``overlap.py`` (documents
   that share text with an evaluation set);

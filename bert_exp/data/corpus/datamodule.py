@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 
 from ...errors import UserError
 from ..base import VocabularyDataModule, blocking_signals, worker_init
-from ..hashing import config_key, files_sha256
+from ..hashing import config_key, file_version, files_sha256, read_recorded, record_sha256
 from ..loading import LoaderSettings
 from ..sampling import process_group
 from ..tokenizer import (
@@ -27,15 +27,17 @@ from ..tokenizer import (
     atomic_directory,
     load_vocab_file,
     save_vocab,
+    tokenizer_from_json,
     tokenizer_json,
     tokenizer_kind,
     train_byte_bpe,
     train_wordpiece,
     vocab_list,
 )
-from .files import CorpusError, detect_format, expand_inputs
-from .groups import InstanceSettings, instance_key, instance_layout
+from .files import CorpusError, expand_inputs
+from .groups import InstanceSettings, instance_layout
 from .integrity import check_chunks, read_meta, verify_checksums
+from .keys import check_unchanged, input_key, instance_key
 from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
 from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare
 from .sources import DatasetSource, is_remote, stage_inputs
@@ -165,6 +167,8 @@ class PretrainingDataModule(VocabularyDataModule):
                         100 * masking.max_predictions_per_seq / (instances.max_seq_length - 2),
                         masking.masked_lm_prob, wanted)
         self._files: list[Path] | None = None
+        self._file_sha256: list[str] | None = None  # in the order of self.files
+        self._versions: dict[str, list] | None = None  # each input's file_version when it was hashed
         self.datasets: dict = {}
         self.meta: dict | None = None
 
@@ -208,11 +212,36 @@ class PretrainingDataModule(VocabularyDataModule):
         return [str(spec) for spec in self.files_spec if not is_remote(spec)]
 
     @property
-    def input_key(self) -> dict:
-        """What identifies the inputs in the cache keys: each file's sha256 and, for a compressed file,
-        the format it is read as (plain files add nothing, so their caches keep their keys)."""
-        formats = {str(p): fmt for p in self.files if (fmt := detect_format(p)) != "plain"}
-        return {**self.data_checksums, "formats": formats} if formats else self.data_checksums
+    def data_checksums(self) -> dict[str, str]:
+        self.input_versions  # noqa: B018 - before hashing: a file that changes from then on is noticed
+        return super().data_checksums
+
+    @property
+    def input_versions(self) -> dict[str, list]:
+        """Each input file's version (:func:`..hashing.file_version`) as it was hashed (or, where the run's
+        first process hashed it, as this process first saw it): what is read must still be it."""
+        if self._versions is None:
+            self._versions = {str(p): file_version(p) for p in self.files}
+        return self._versions
+
+    @property
+    def file_sha256(self) -> list[str]:
+        """Each input file's sha256, in the order the files are read: hashed here, or handed over by the run's
+        first process (by position: its paths are not this node's, which stages or mounts the inputs where
+        it will)."""
+        if self._file_sha256 is None:
+            checksums = self.data_checksums
+            self._file_sha256 = [checksums[str(p)] for p in self.files]
+        self.input_versions  # noqa: B018 - handed the sha256: the files as this process first sees them
+        if len(self._file_sha256) != len(self.files):
+            raise CorpusError(f"data.files: this node reads {len(self.files)} input files, the run's first process "
+                              f"{len(self._file_sha256)}: give every node the same inputs")
+        return self._file_sha256
+
+    def input_key(self, vocabulary: bool = False) -> list[dict]:
+        """What identifies the inputs in the cache keys: each file's content and own options, in the order
+        read (:func:`.keys.input_key`); never its path."""
+        return input_key(self.files, self.file_sha256, self.settings, vocabulary)
 
     def load_tokenizer(self) -> Tokenizer:
         """Loads ``vocab_file`` or the cached vocabulary trained on this corpus (training it once)."""
@@ -224,14 +253,29 @@ class PretrainingDataModule(VocabularyDataModule):
                                       f"tokenizer but data.tokenizer.kind={spec.kind} (a byte_bpe is a tokenizer.json)")
             return tokenizer
         directory = atomic_directory(self.tokenizer_dir, self._train_tokenizer)
-        return Tokenizer.from_file(str(directory / "tokenizer.json"))
+        return self._cached_tokenizer(directory)
+
+    @staticmethod
+    def _cached_tokenizer(directory: Path) -> Tokenizer:
+        """The vocabulary cached in ``directory``, its files checked against the sha256 recorded when they
+        were written, as prepared chunks are: a cut or edited one is one line naming it. Not trained again
+        in its place: another run sharing the cache may be reading it, and a damaged cache is worth knowing of."""
+        try:
+            contents = read_recorded(directory)
+        except ValueError as err:
+            raise VocabularyError(f"{err} (the cached vocabulary is damaged: delete {directory} to train it "
+                                  "again)") from None
+        if "tokenizer.json" not in contents:
+            raise VocabularyError(f"{directory}: holds no tokenizer.json (delete it to train the vocabulary again)")
+        return tokenizer_from_json(contents["tokenizer.json"].decode("utf-8"), str(directory / "tokenizer.json"))
 
     @property
     def tokenizer_dir(self) -> Path:
         """Where the vocabulary trained on this corpus is cached (tokenizer.json, and vocab.txt for WordPiece)."""
         sample = self.vocabulary_sample_bytes
-        extra = [{"sample_bytes": sample}] if sample else []  # a whole corpus keeps the key it always had
-        key = config_key(self.input_key, self.tokenizer_spec.cache_fields, self.settings.encoding_fallback, *extra)
+        extra = [{"sample_bytes": sample}] if sample else []  # a whole corpus: no sample size in its key
+        key = config_key(self.input_key(vocabulary=True), self.tokenizer_spec.cache_fields,
+                         self.settings.encoding_fallback, *extra)
         return self.cache_dir / "tokenizers" / key
 
     @property
@@ -263,7 +307,9 @@ class PretrainingDataModule(VocabularyDataModule):
         else:
             tokenizer = train_wordpiece(texts, spec.vocab_size, spec.min_frequency, spec.limit_alphabet,
                                         spec.lowercase, spec.strip_accents)
+        check_unchanged(self.input_versions, self.files)  # what was read is what the key holds
         save_vocab(tokenizer, directory)
+        record_sha256(directory)  # checked whenever the cache is used (_cached_tokenizer)
 
     @property
     def prepared_root(self) -> Location:
@@ -278,12 +324,12 @@ class PretrainingDataModule(VocabularyDataModule):
         kind = tokenizer_kind(self.tokenizer)
         if kind != "wordpiece":
             vocab_hash = config_key(vocab_hash, kind, tokenizer_json(self.tokenizer))
-        key = {"inputs": self.input_key, "vocabulary": vocab_hash, "instances": instance_key(self.settings),
+        key = {"inputs": self.input_key(), "vocabulary": vocab_hash, "instances": instance_key(self.settings),
                "group_bytes": self.prepare_settings.group_bytes, "format": FORMAT,
                "chunk_bytes": self.prepare_settings.chunk_size(self.prepared_root)}
         checked = [p for p in self.prepare_settings.evaluation_sets or [] if Path(p).is_file()]
-        if checked:  # the report says what the corpus shares with these
-            key["evaluation_sets"] = files_sha256([Path(p) for p in checked])
+        if checked:  # the report says what the corpus shares with these (their content, wherever they lie)
+            key["evaluation_sets"] = sorted(files_sha256([Path(p) for p in checked]).values())
         return key
 
     @property
@@ -299,7 +345,8 @@ class PretrainingDataModule(VocabularyDataModule):
         self.prepared_root.check_reachable()
 
     def _meta_to_record(self) -> dict:
-        return {"inputs": self.data_checksums, "settings": self.settings.__dict__,
+        inputs = {str(path): digest for path, digest in zip(self.files, self.file_sha256)}  # this node's paths
+        return {"inputs": inputs, "settings": self.settings.__dict__,
                 "group_bytes": self.prepare_settings.group_bytes, "vocabulary_sha256": self.vocabulary_sha256}
 
     def _node(self) -> tuple[int, int]:
@@ -316,7 +363,7 @@ class PretrainingDataModule(VocabularyDataModule):
         self.check_storage()
         node_rank, num_nodes = self._node()
         prepare(self.prepared_location, self.files, self.tokenizer.to_str(), self.vocab_size, self.settings,
-                self.prepare_settings, self._meta_to_record(), node_rank, num_nodes)
+                self.prepare_settings, self._meta_to_record(), node_rank, num_nodes, self.input_versions)
 
     def _finish_shared(self) -> None:
         """Where the nodes shared the preparation, the run's first process writes the indexes and meta.json
@@ -405,15 +452,16 @@ class PretrainingDataModule(VocabularyDataModule):
 
     def shared_state(self) -> dict:
         """What the run's first process works out once for all (the vocabulary trained on the corpus, the
-        inputs' sha256), for the others to :meth:`use_shared_state` instead of working it out again."""
-        return {"tokenizer": self.tokenizer.to_str(), "lowercase": self.lowercase, "checksums": self.data_checksums}
+        inputs' sha256), for the others to :meth:`use_shared_state` instead of working it out again. The
+        sha256 go by position too: another node's paths to the same inputs are its own."""
+        return {"tokenizer": self.tokenizer.to_str(), "lowercase": self.lowercase, "checksums": self.data_checksums,
+                "file_sha256": self.file_sha256}
 
     def use_shared_state(self, state: dict) -> None:
-        from ..tokenizer import tokenizer_from_json
-
         self._tokenizer = tokenizer_from_json(state["tokenizer"], "the first process's vocabulary")
         self.lowercase = state["lowercase"]
         self._checksums = dict(state["checksums"])
+        self._file_sha256 = list(state["file_sha256"])
 
     # -- loaders ----------------------------------------------------------------------------------------
 

@@ -116,15 +116,6 @@ class InstanceSettings:
     layout: str | None = None
 
 
-def instance_key(settings: InstanceSettings) -> dict:
-    """The settings as the prepared data's key holds them (``text_columns`` only when some file has one, so
-    the keys of corpora without table files stay as they were)."""
-    fields = dict(settings.__dict__)
-    if fields.get("text_columns") is None:
-        del fields["text_columns"]
-    return fields
-
-
 @dataclass
 class FileStats:
     """What one input file gave: tokens, sentences, sentences longer than an NSP instance, the tokens no

@@ -52,6 +52,7 @@ from ...records import temp_directory
 from ..hashing import file_sha256
 from .groups import GroupReport, InstanceSettings, assemble, cut_group, data_report, warn_about_losses
 from .integrity import SPLITS, identity, read_meta
+from .keys import check_unchanged
 from .overlap import Overlap
 from .storage import Location, PreparedDataError, is_disk_full
 from .text import text_weight
@@ -153,6 +154,7 @@ class Plan:
     token_dtype: str
     chunk_bytes: int
     overlap: Overlap | None = None
+    versions: dict[str, list] | None = None  # each input's file version when it was hashed (the key's)
 
 
 def group_items(plan: Plan, tokenizer, group: int, split: str):
@@ -161,6 +163,7 @@ def group_items(plan: Plan, tokenizer, group: int, split: str):
     original shuffled each output file's instances)."""
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     cut = cut_group([Path(f) for f in plan.groups[group]], tokenizer, plan.settings, group, split, plan.overlap)
+    check_unchanged(plan.versions, plan.groups[group])  # read as hashed: nothing recorded under an old hash
     order = np.random.default_rng([plan.settings.seed, group, SPLITS.index(split)]).permutation(len(cut.instances))
 
     def items():
@@ -265,16 +268,20 @@ def default_workers(num_groups: int, configured: int | None) -> int:
 
 
 def prepare(location: Location, files: list[Path], tokenizer_json: str, vocab_size: int, settings: InstanceSettings,
-            options: PrepareSettings, meta: dict, node_rank: int = 0, num_nodes: int = 1) -> dict | None:
+            options: PrepareSettings, meta: dict, node_rank: int = 0, num_nodes: int = 1,
+            versions: dict[str, list] | None = None) -> dict | None:
     """Prepares the dataset at ``location`` unless it is complete; returns its meta.json, or None where
     this node prepared its share of a shared place that the run's first process completes with
-    :func:`finish`. ``meta``: what to record besides the counts (settings, inputs, vocabulary)."""
+    :func:`finish`. ``meta``: what to record besides the counts (settings, inputs, vocabulary);
+    ``versions``: each input's file version when it was hashed, which a group's files must still have
+    once read (:func:`.keys.check_unchanged`)."""
     done = read_meta(location)
     if done is not None:
         return done
     groups = plan_groups(files, options.group_bytes)
     overlap = options.overlap()
-    plan = Plan(groups, tokenizer_json, settings, token_dtype(vocab_size), options.chunk_size(location), overlap)
+    plan = Plan(groups, tokenizer_json, settings, token_dtype(vocab_size), options.chunk_size(location), overlap,
+                versions)
     started = time.perf_counter()
     if not options.shared(location):
         with _built_in_place(location) as build:
