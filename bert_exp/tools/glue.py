@@ -126,6 +126,38 @@ def glue_table(chosen: dict[str, dict], label: str = "ours (dev)") -> str:
     return "\n".join(lines) + "\n"
 
 
+def task_named(name: str, flag: str = "--tasks") -> str:
+    if name in BY_NAME:
+        return name
+    import difflib
+
+    close = difflib.get_close_matches(name.lower(), BY_NAME, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise UserError(f"{flag} {name}: no such GLUE task; {hint}(the tasks: {', '.join(BY_NAME)})")
+
+
+def with_preset(task: GlueTask, choices: list[str]) -> GlueTask:
+    """The task with the preset ``--experiment TASK=PRESET`` names for it, if any."""
+    from dataclasses import replace
+
+    for choice in choices:
+        name, sep, preset = choice.partition("=")
+        if not sep or not preset:
+            raise UserError(f"--experiment {choice}: expected TASK=PRESET (e.g. rte=glue_rte_minilm_local)")
+        if task_named(name, f"--experiment {choice}:") == task.name:
+            from ..resources import resource_dir
+
+            presets = sorted(p.stem for p in (resource_dir("conf") / "experiment").glob("*.yaml"))
+            if preset not in presets:
+                import difflib
+
+                close = difflib.get_close_matches(preset, presets, n=1)
+                raise UserError(f"--experiment {choice}: no preset {preset!r} in conf/experiment"
+                                + (f"; did you mean {close[0]}?" if close else ""))
+            return replace(task, experiment=preset)
+    return task
+
+
 def job_overrides(task: GlueTask, source_overrides: list[str], lr: float, seed: int, extra: list[str]) -> list[str]:
     return [f"+experiment={task.experiment}", "model=from_checkpoint", *source_overrides,
             f"optim.optimizer.lr={lr:g}", f"seed={seed}", "resume_in_place=true", "logger=csv", *extra]
@@ -190,7 +222,10 @@ def write_submissions(chosen: dict[str, dict], out: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bert_exp.glue", description=__doc__.split("\n\n")[0])
     parser.add_argument("source", help="run dir, .ckpt, exported/HF dir or hf:NAME (as python -m bert_exp.evaluate)")
-    parser.add_argument("--tasks", nargs="+", default=[t.name for t in TASKS], choices=[t.name for t in TASKS])
+    parser.add_argument("--tasks", nargs="+", default=[t.name for t in TASKS], help=f"default: {' '.join(BY_NAME)}")
+    parser.add_argument("--experiment", action="append", default=[], metavar="TASK=PRESET",
+                        help="another preset for a task (e.g. rte=glue_rte_minilm_local: the rows in the data "
+                             "directory)")
     parser.add_argument("--lrs", nargs="+", type=float, default=list(PAPER_LRS),
                         help="learning rates to choose from on dev (default the paper's 5e-5 4e-5 3e-5 2e-5)")
     parser.add_argument("--restarts", type=int, default=1,
@@ -215,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise UserError(f"--override {override}: the tool sets each job's seed and rate; use "
                                 "--first-seed, --restarts and --lrs")
         source = parse_source(args.source, args.out)
-        tasks = [BY_NAME[name] for name in args.tasks]
+        tasks = [with_preset(BY_NAME[name], args.experiment) for name in map(task_named, args.tasks)]
         infos = run_jobs(source, tasks, args.lrs, args.restarts, args.first_seed, args.out, args.override,
                          args.dry_run)
         if args.dry_run:

@@ -91,7 +91,13 @@ def test_dry_run_lists_rates_and_restarts_on_small_tasks_only(tmp_path, capsys):
     (["--restarts", "0"], "--restarts must be at least 1"),
     (["--lrs", "2e-5", "2e-5"], "name each value once"),
     (["--override", "seed=3"], "the tool sets each job's seed and rate"),
+    (["--tasks", "mnlii"], "--tasks mnlii: no such GLUE task; did you mean mnli?"),
+    (["--experiment", "rte"], "--experiment rte: expected TASK=PRESET"),
+    (["--experiment", "rte=glue_rte_minilm_locl"], "no preset 'glue_rte_minilm_locl' in conf/experiment; did you "
+                                                   "mean glue_rte_minilm_local?"),
+    (["--experiment", "rtee=glue_rte_minilm_local"], "--experiment rtee=glue_rte_minilm_local: rtee: no such GLUE task; did you mean rte?"),
 ])
 def test_bad_arguments_are_one_line(tmp_path, capsys, args, message):
     assert main([str(tmp_path), *args, "--out", str(tmp_path / "o")]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
