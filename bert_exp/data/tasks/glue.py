@@ -10,6 +10,7 @@ label at different positions under one name).
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,12 +198,17 @@ class GlueDataModule(TrainAndValSetsDataModule):
         test_text_columns: list[Column] | None = None,
         test_index_column: Column | None = "index",
         test_labels: str = "refuse",
+        hub: str | None = None,
+        hub_config: dict | None = None,
+        cache_dir: str | None = None,
     ):
         """``seed``: the training order (grouped by length or not). ``test_files``: unlabelled files to
         predict (GLUE's test sets: submission name -> file, read by header names: ``test_text_columns``,
         else ``text_columns``, and the row id in ``test_index_column``, null: the row's position); training never
         reads them. A test file with the label column is refused (``test_labels: refuse``), or read without it
-        (``drop``: MRPC's test set is the MSRP test file, whose labels are public)."""
+        (``drop``: MRPC's test set is the MSRP test file, whose labels are public). ``hub``: the task's data
+        from ``datasets`` instead (``nyu-mll/glue[@REV]``, ``hub_config``'s config name, text columns and
+        splits; :mod:`bert_exp.data.tasks.glue_hub`), staged under ``cache_dir``."""
         super().__init__(vocab_file, lowercase, download, loader)
         if pair_truncation not in ("longest_first", "google"):
             raise ValueError(f"data.pair_truncation={pair_truncation!r}: expected longest_first or google")
@@ -235,9 +241,42 @@ class GlueDataModule(TrainAndValSetsDataModule):
         if test_labels not in ("refuse", "drop"):
             raise ValueError(f"data.test_labels={test_labels!r}: expected refuse or drop")
         self.test_labels = test_labels
+        self.hub, self.hub_config, self.cache_dir = hub, dict(hub_config or {}), cache_dir
+        if hub and not {"name", "text_columns", "splits"} <= set(self.hub_config):
+            raise DataFileError("data.hub: this data preset has no data.hub_config (name, text_columns, splits)")
+        self._staged = not hub
         self.datasets: dict[str, EncodedDataset] = {}
 
+    def from_hub(self) -> None:
+        """With ``data.hub``: stage the splits (once per commit) and read them as this task's files."""
+        if self._staged:
+            return
+        from platformdirs import user_cache_dir
+
+        from .glue_hub import stage_glue
+
+        root = Path(self.cache_dir or os.environ.get("BERT_EXP_CACHE") or user_cache_dir("bert_exp")) / "inputs" / "datasets"
+        wanted = {"train", *self.val_files, *self.test_files}
+        splits = {k: v for k, v in self.hub_config["splits"].items() if k in wanted}
+        missing = sorted(wanted - set(splits))
+        if missing:
+            raise DataFileError(f"data.hub={self.hub}: data.hub_config.splits names no split for "
+                                f"{', '.join(missing)} (leave a set out: ~data.val_files.{missing[0]})")
+        staged = stage_glue(self.hub, {**self.hub_config, "splits": splits}, root, label_names=bool(self.label_map))
+        self.train_file = str(staged["train"])
+        self.val_files = {name: str(staged[name]) for name in self.val_files}
+        self.test_files = {name: str(staged[name]) for name in self.test_files}
+        self.text_columns = self.test_text_columns = list(self.hub_config["text_columns"])
+        self.label_column, self.header, self.num_columns, self.hold_out = "label", True, None, None
+        self.test_index_column, self.test_labels = "idx", "refuse"
+        self._staged = True
+
+    def required_inputs(self) -> list[str]:
+        self.from_hub()
+        return super().required_inputs()
+
     def input_files(self) -> list[Path]:
+        self.from_hub()
         extra = [Path(self.hold_out.ids_file)] if self.hold_out and self.hold_out.ids_file else []
         return list(dict.fromkeys([Path(self.train_file), *map(Path, self.val_files.values()), *extra]))
 
@@ -260,6 +299,7 @@ class GlueDataModule(TrainAndValSetsDataModule):
 
     def read_test(self, name: str) -> list[Example]:
         """A test file's rows (no labels: a file with the label column is refused), each with its id."""
+        self.from_hub()
         path = Path(self.test_files[name])
         label = self.label_name()
         if self.test_labels == "refuse" and label is not None and label in header_row(path):
@@ -270,6 +310,7 @@ class GlueDataModule(TrainAndValSetsDataModule):
 
     def test_inputs(self) -> list[str]:
         """The test files (fetched when the catalog has them, by the tools that predict them)."""
+        self.from_hub()
         return [str(p) for p in self.test_files.values()]
 
     def test_loader(self, name: str):
@@ -296,6 +337,7 @@ class GlueDataModule(TrainAndValSetsDataModule):
                                for enc, e in zip(encodings, examples)])
 
     def setup(self, stage: str | None = None) -> None:
+        self.from_hub()
         train, held_out = self.train_and_held_out()
         if self.limit_train_examples:
             train = train[: self.limit_train_examples]

@@ -1,0 +1,124 @@
+"""GLUE through ``datasets`` (``data.hub=nyu-mll/glue``), as ``run_glue.py``'s ``--dataset_name nyu-mll/glue
+--dataset_config_name mrpc`` reads it: each split the task needs (``data.hub_config.splits``: a set name ->
+``SPLIT`` or ``CONFIG:SPLIT``, MNLI's AX being the ``ax`` config) is streamed once per commit of the dataset
+into a TSV under ``$BERT_EXP_CACHE/inputs/datasets/`` (header: the text columns, ``label``, ``idx``), which
+the TSV reader then reads like GLUE's own files. A revision (``data.hub=nyu-mll/glue@REV``) is resolved to a
+commit first; offline, the newest staged copy is used, and said so. Class labels are written as the
+dataset names them when ``data.label_map`` maps names (MNLI's, RTE's, QNLI's), else as their numbers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from ..corpus.files import CorpusError
+from ..corpus.sources import DatasetSource, _hub_commit, _local_version, _lock, _open_streaming
+from ..hashing import config_key
+from ..loading import DataFileError
+
+log = logging.getLogger("bert_exp.data")
+FIELD_SAFE = str.maketrans({"\t": " ", "\n": " ", "\r": " "})  # a TSV field holds no tab nor line break
+
+
+def parse_hub(spec: str) -> tuple[str, str | None]:
+    """``OWNER/NAME[@REVISION]`` (or a local folder) -> (dataset, revision)."""
+    dataset, _, revision = str(spec).partition("@")
+    return dataset, revision or None
+
+
+def _config_and_split(config: str, value: str) -> tuple[str, str]:
+    name, sep, split = value.partition(":")
+    return (name, split) if sep else (config, value)
+
+
+def _rows(source: DatasetSource, commit: str | None, columns: list[str], label_names: bool):
+    """(header, rows) of one split: its text columns, its label (names or numbers; none in a test split,
+    whose labels are -1) and its idx."""
+    dataset = _open_streaming(source, commit)
+    present = dataset.column_names or []
+    missing = [c for c in [*columns, "idx"] if c not in present]
+    if missing:
+        raise DataFileError(f"data.hub: {source}: no column {', '.join(map(repr, missing))} (it has "
+                            f"{', '.join(present)}): set data.hub_config.text_columns")
+    feature = (dataset.features or {}).get("label")
+    first = next(iter(dataset.take(1)), None)
+    labelled = "label" in present and first is not None and first["label"] != -1
+    header = [*columns, *(["label"] if labelled else []), "idx"]
+
+    def rows():
+        for row in dataset:
+            label = []
+            if labelled:
+                value = row["label"]
+                label = [feature.int2str(value) if label_names and hasattr(feature, "int2str") else value]
+            yield [*(str(row[c]).translate(FIELD_SAFE) for c in columns), *label, row["idx"]]
+
+    return header, rows()
+
+
+def stage_glue(spec: str, hub_config: dict, root: Path, label_names: bool) -> dict[str, Path]:
+    """Set name -> the staged TSV of its split, staged once per commit (per change of a local folder)."""
+    dataset, revision = parse_hub(spec)
+    name, columns = hub_config["name"], list(hub_config["text_columns"])
+    splits = {set_name: _config_and_split(name, value) for set_name, value in hub_config["splits"].items()}
+    probe = DatasetSource(dataset, name, revision=revision)
+    try:
+        local = _local_version(dataset)
+        commit, unreachable = (None, "") if local is not None else _hub_commit(probe)
+    except CorpusError as err:
+        raise DataFileError(str(err).replace("data.files:", "data.hub:", 1)) from None
+    what = {"dataset": dataset, "revision": revision, "splits": splits, "columns": columns, "names": label_names}
+    prefix = dataset.strip("/").replace("/", "--").replace("~", "") + f"-{name}"
+    if local is None and commit is None:
+        staged = _newest(root, prefix, what)
+        if staged is None:
+            raise DataFileError(f"data.hub: {dataset} ({name}): the Hub cannot be reached ({unreachable}) and no copy "
+                                f"is staged in {root}: run once with the Hub reachable")
+        log.warning("data.hub: %s (%s): the Hub cannot be reached (%s): using the copy staged from commit %s",
+                    dataset, name, unreachable, json.loads((staged / "staged.json").read_text()).get("commit"))
+        return {s: staged / f"{s}.tsv" for s in splits}
+    target = root / f"{prefix}-{config_key(what, local if commit is None else commit)[:16]}"
+    if not (target / "staged.json").is_file():
+        with _lock(target):
+            if not (target / "staged.json").is_file():
+                _write(target, dataset, splits, columns, label_names, commit, what)
+    return {s: target / f"{s}.tsv" for s in splits}
+
+
+def _write(target: Path, dataset: str, splits: dict, columns: list[str], label_names: bool, commit, what) -> None:
+    building = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    counts = {}
+    try:
+        for set_name, (config, split) in splits.items():
+            source = DatasetSource(dataset, config, split, what["revision"])
+            try:
+                header, rows = _rows(source, commit, columns, label_names)
+                with open(building / f"{set_name}.tsv", "w", encoding="utf-8", newline="") as f:
+                    f.write("\t".join(header) + "\n")
+                    counts[set_name] = 0
+                    for row in rows:
+                        f.write("\t".join(map(str, row)) + "\n")
+                        counts[set_name] += 1
+            except CorpusError as err:
+                raise DataFileError(str(err).replace("data.files:", "data.hub:", 1)) from None
+        (building / "staged.json").write_text(json.dumps({**what, "commit": commit, "rows": counts}, indent=1))
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(building, target)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    log.info("staged %s%s: %s", dataset, f" at commit {commit}" if commit else "",
+             ", ".join(f"{k} {v:,} rows" for k, v in counts.items()))
+
+
+def _newest(root: Path, prefix: str, what: dict) -> Path | None:
+    copies = []
+    for done in root.glob(f"{prefix}-*/staged.json"):
+        record = json.loads(done.read_text())
+        if {k: record.get(k) for k in what} == json.loads(json.dumps(what)):
+            copies.append((done.stat().st_mtime_ns, done.parent))
+    return max(copies)[1] if copies else None

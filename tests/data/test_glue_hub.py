@@ -1,0 +1,122 @@
+"""GLUE through ``datasets`` (``data.hub=nyu-mll/glue``) against a local stand-in for the Hub: RTE's rows at
+hand as a parquet repository with GLUE's card; the splits staged once per commit as TSVs, labels by their
+names through the preset's label map, the test split unlabelled with its ids; offline, the staged copy."""
+
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bert_exp.data.tasks.glue import read_tsv
+from hub_server import LocalHub
+
+CARD = """---
+dataset_info:
+- config_name: rte
+  features:
+  - name: sentence1
+    dtype: string
+  - name: sentence2
+    dtype: string
+  - name: label
+    dtype:
+      class_label:
+        names:
+          '0': entailment
+          '1': not_entailment
+  - name: idx
+    dtype: int32
+configs:
+- config_name: rte
+  data_files:
+  - split: train
+    path: rte/train-*
+  - split: validation
+    path: rte/validation-*
+  - split: test
+    path: rte/test-*
+---
+"""
+
+STAGE = """
+import json, sys
+from bert_exp.data import GlueDataModule
+from bert_exp.errors import UserError
+spec = json.loads(sys.argv[1])
+try:
+    module = GlueDataModule(**spec)
+    module.setup()
+    print(json.dumps({"train": module.train_file, "val": module.val_files, "test": module.test_files,
+                      "sizes": {k: len(v) for k, v in module.datasets.items()},
+                      "test_ids": [r.index for r in module.read_test("RTE")][:3]}))
+except UserError as err:
+    print(json.dumps({"error": str(err)}))
+"""
+
+
+def rte_repository(data_dir, folder):
+    rows = {name: read_tsv(data_dir / "glue" / "RTE" / f"{name}.tsv", ["sentence1", "sentence2"], "label", 2,
+                           header=True, label_map={"entailment": 0, "not_entailment": 1}) for name in ("train", "dev")}
+    (folder / "rte").mkdir(parents=True)
+    (folder / "README.md").write_text(CARD)
+    for split, examples, labelled in [("train", rows["train"], True), ("validation", rows["dev"], True),
+                                      ("test", rows["dev"][:20], False)]:
+        pq.write_table(pa.table({"sentence1": [e.texts[0] for e in examples], "sentence2": [e.texts[1] for e in examples],
+                                 "label": [e.label if labelled else -1 for e in examples],
+                                 "idx": list(range(len(examples)))}), folder / "rte" / f"{split}-00000-of-00001.parquet")
+    return rows
+
+
+def stage(spec, env):
+    import json
+
+    done = subprocess.run([sys.executable, "-c", STAGE, json.dumps(spec)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+def test_glue_from_the_hub_staged_per_commit(data_dir, tmp_path):
+    rows = rte_repository(data_dir, tmp_path / "repo")
+    spec = {"train_file": "unused", "val_files": {"dev": "unused"}, "test_files": {"RTE": "unused"},
+            "text_columns": ["sentence1", "sentence2"], "label_column": "label", "header": True,
+            "label_map": {"entailment": 0, "not_entailment": 1}, "hub": "nyu-mll/glue",
+            "hub_config": {"name": "rte", "text_columns": ["sentence1", "sentence2"],
+                           "splits": {"train": "train", "dev": "validation", "RTE": "test"}},
+            "cache_dir": str(tmp_path / "cache"), "vocab_file": str(__import__("bert_exp.resources").resources.minilm_dir() / "vocab.txt")}
+    with LocalHub({}, datasets={"nyu-mll/glue": tmp_path / "repo"}) as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0",
+               "HF_DATASETS_OFFLINE": "0"}
+        first, _ = stage(spec, env)
+        assert "error" not in first, first
+        assert first["sizes"] == {"train": len(rows["train"]), "dev": len(rows["dev"])}
+        assert first["test_ids"] == ["0", "1", "2"]
+        staged = read_tsv(first["train"], ["sentence1", "sentence2"], "label", 2, header=True,
+                          label_map={"entailment": 0, "not_entailment": 1})
+        assert [(e.texts, e.label) for e in staged] == [(e.texts, e.label) for e in rows["train"]]
+        assert open(first["train"]).readline() == "sentence1\tsentence2\tlabel\tidx\n"  # labels as names
+        assert open(first["test"]["RTE"]).readline() == "sentence1\tsentence2\tidx\n"  # the test split: none
+        commit = hub.dataset_commit("nyu-mll/glue")
+        assert f"-{commit}" not in first["train"] and "nyu-mll--glue-rte-" in first["train"]
+        streamed = [r for r in hub.requests if "/resolve/" in r]
+        assert streamed and all(f"/resolve/{commit}/" in r for r in streamed)  # read from the commit resolved
+
+        before = len(hub.requests)
+        again, _ = stage(spec, env)
+        assert again["train"] == first["train"]
+        assert not [r for r in hub.requests[before:] if "/resolve/" in r]  # staged: nothing streamed again
+
+        missing, _ = stage({**spec, "val_files": {"dev": "x", "other": "y"}}, env)
+        assert missing["error"] == ("data.hub=nyu-mll/glue: data.hub_config.splits names no split for other "
+                                    "(leave a set out: ~data.val_files.other)")
+        typo, _ = stage({**spec, "hub": "nyu-mll/glu"}, env)
+        assert typo["error"].startswith("data.hub: datasets:nyu-mll/glu/rte[train]: no such dataset on")
+
+    offline = {**env, "HF_HUB_OFFLINE": "1"}
+    staged_copy, stderr = stage(spec, offline)
+    assert staged_copy["train"] == first["train"] and "using the copy staged from commit" in stderr
+    nothing, _ = stage({**spec, "cache_dir": str(tmp_path / "empty")}, offline)
+    assert nothing["error"].startswith("data.hub: nyu-mll/glue (rte): the Hub cannot be reached (offline mode is set)")
