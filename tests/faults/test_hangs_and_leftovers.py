@@ -1,13 +1,17 @@
-"""Faults that once hung a run. A damaged chunk read by two loader workers, a worker failing with an error
-that is not ours, a worker killed: each run ends (the damaged chunk in one line, exit 2), its workers with
-it, though they ignore SIGTERM."""
+"""Faults that once hung a run or left files behind for ever. A damaged chunk read by two loader workers,
+a worker failing with an error that is not ours, a worker killed: each run ends (the damaged chunk in one
+line, exit 2), its workers with it, though they ignore SIGTERM. A shared (``across_nodes``) preparation
+killed with its whole process group: the next preparation removes the scratch directory it left, and
+never a live process's or another host's."""
 
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -103,3 +107,79 @@ def test_a_worker_failing_otherwise_ends_the_run_and_its_workers(prepared, tmp_p
                              f"+callbacks.fault={{_target_:inject.WorkerFault,kind:{kind},item:1}}")
     assert code == 1 and message in err, err[-3000:]
     assert json.loads((run_dir / "run.json").read_text())["status"] == "failed"
+
+
+def shared_preparation(data_dir, tmp_path):
+    """A preparation into the directory ``shared`` that the nodes share (``across_nodes``), of 8 groups."""
+    from bert_exp.data import InstanceSettings, PretrainingDataModule, TokenizerSpec
+    from bert_exp.data.corpus.preparation import PrepareSettings
+
+    return PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "19[0-4]*.txt")],
+                                 tokenizer=TokenizerSpec(vocab_size=1000), cache_dir=str(tmp_path / "cache"),
+                                 instances=InstanceSettings(max_seq_length=64, doc_boundary="blank_line"),
+                                 prepare=PrepareSettings(dir=str(tmp_path / "shared"), across_nodes=True, num_workers=1,
+                                                         group_bytes="40KB", evaluation_sets=[]))
+
+
+PREPARE_SHARED = f"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_hangs_and_leftovers import shared_preparation
+shared_preparation(Path(sys.argv[1]), Path(sys.argv[2])).prepare_data()
+"""
+
+
+def test_a_shared_preparation_killed_with_its_group_leaves_no_scratch_after_the_next(data_dir, tmp_path):
+    """SIGKILL to the whole process group (the preparing process and its workers, so none cleans up)
+    half-way through preparing into a shared directory: its ``.scratch-<host>-<pid>.*`` stays until the
+    next preparation, which removes it and finishes the data; a live process's scratch and another
+    host's are kept."""
+    shared = tmp_path / "shared"
+    proc = subprocess.Popen([sys.executable, "-c", PREPARE_SHARED, str(data_dir), str(tmp_path)], cwd=REPO,
+                            env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    while not list(shared.glob("*/.scratch-*/*")):  # a worker is writing a group in it
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.time() < deadline, "the preparation never started writing"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    deadline = time.time() + 15
+    while group_members(proc.pid) and time.time() < deadline:
+        time.sleep(0.2)
+    assert group_members(proc.pid) == []
+    [killed] = shared.glob("*/.scratch-*")
+    host = socket.gethostname()
+    assert killed.name.startswith(f".scratch-{host}-{proc.pid}.")
+    location = killed.parent
+    assert not (location / "meta.json").exists()  # killed before it completed
+    live = location / f".scratch-{host}-{os.getpid()}.x1"  # this test's own process: alive
+    elsewhere = location / f".scratch-not-{host}-{proc.pid}.x2"  # another host's (its pid is gone here)
+    for kept in (live, elsewhere):
+        kept.mkdir()
+        (kept / "chunk-0-0.bin").write_bytes(b"in use")
+    again = shared_preparation(data_dir, tmp_path)  # the next preparation, here
+    again.prepare_data()
+    assert Path(again.prepared_location.url) == location and (location / "meta.json").is_file()
+    assert sorted(p.name for p in location.glob(".scratch-*")) == sorted([live.name, elsewhere.name])
+    assert (live / "chunk-0-0.bin").read_bytes() == b"in use"
+
+
+def test_an_object_stores_scratch_left_in_the_temporary_directory_is_removed_the_same_way(tmp_path, monkeypatch):
+    """For an object store the chunks are written in the system's temporary directory first: what a
+    killed preparation of this host left there goes at the next preparation, a live process's stays."""
+    from bert_exp.data.corpus import preparation
+    from bert_exp.data.corpus.storage import Location
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    host = socket.gethostname()
+    dead = tmp_path / f"bert_exp-prepare-{host}-{gone.pid}.a1"
+    live = tmp_path / f"bert_exp-prepare-{host}-{os.getpid()}.b2"  # this test's own process
+    for directory in (dead, live):
+        (directory / "train-000000").mkdir(parents=True)
+    preparation._remove_stale_scratch(Location("s3://bucket/prepared/0123456789abcdef"))
+    assert not dead.exists() and live.is_dir()
