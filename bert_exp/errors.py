@@ -2,7 +2,26 @@
 
 
 class UserError(Exception):
-    """Bad input: a config key, a file, a row. The message names it."""
+    """Bad input: a config key, a file, a row. The message names it.
+
+    One raised in a DataLoader worker reaches the main process rebuilt by PyTorch from the worker's
+    traceback as text (``Caught X in DataLoader worker process 0. Original Traceback ...``): its own
+    message is taken back from the traceback's last line, so the CLI still prints that line alone."""
+
+    def __init__(self, *args):
+        if len(args) == 1 and isinstance(args[0], str):
+            args = (_own_message(type(self), args[0]),)
+        super().__init__(*args)
+
+
+def _own_message(kind: type, text: str) -> str:
+    """``text`` itself, or where it is PyTorch's report of a ``kind`` raised in a worker, the message that
+    ends it (``module.Name: message``, as Python formats an exception)."""
+    if not (text.startswith(f"Caught {kind.__name__} in ") and "\nOriginal Traceback" in text):
+        return text
+    header = f"\n{kind.__module__}.{kind.__qualname__}: "
+    at = text.rfind(header)
+    return text[at + len(header):].rstrip("\n") if at >= 0 else text
 
 
 class CheckpointError(UserError, ValueError):

@@ -16,6 +16,7 @@ from .hashing import files_sha256
 from .loading import LoaderSettings, check_inputs
 from .sampling import EvaluationSampler, TrainingSampler, process_group
 from .tokenizer import SpecialIds, checkpoint_tokenizer, load_vocab_file, save_vocab
+from .workers import track
 
 
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -37,11 +38,12 @@ def blocking_signals(block: bool = True):
 
 
 class DataLoader(torch.utils.data.DataLoader):
-    """PyTorch's DataLoader, its workers started with the stop signals blocked (:func:`blocking_signals`)."""
+    """PyTorch's DataLoader, its workers started with the stop signals blocked (:func:`blocking_signals`)
+    and ended at exit if still there (:func:`.workers.track`)."""
 
-    def __iter__(self):
+    def _get_iterator(self):
         with blocking_signals(self.num_workers > 0):
-            return super().__iter__()
+            return track(super()._get_iterator())
 
 
 def worker_init(worker_id: int) -> None:
@@ -49,7 +51,8 @@ def worker_init(worker_id: int) -> None:
     the whole process group (a timeout, SLURM, Kubernetes, Ctrl-C in a terminal) is the main process's to
     act on; a worker dying of it would make PyTorch raise in the main process, in the middle of saving
     last.ckpt. The workers still end with the main process (PyTorch shuts them down, or they notice it
-    gone). Lightning's seeding of workers (``seed_everything(workers=True)``) is kept: Lightning adds it
+    gone; those a failure left running are ended at exit by :mod:`bert_exp.data.workers`, as SIGTERM
+    cannot). Lightning's seeding of workers (``seed_everything(workers=True)``) is kept: Lightning adds it
     only to loaders without a ``worker_init_fn``, so it is called from here."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

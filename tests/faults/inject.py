@@ -105,3 +105,52 @@ class SignalInBackwardAt(L.Callback):
             self._sent = True
             time.sleep(self.delay)
             os.kill(os.getpid(), self.signal)
+
+
+class DamageChunks(L.Callback):
+    """When training starts, after setup() checked the prepared chunks' sha256: every token id of every
+    training chunk becomes 65535, each chunk's size unchanged (damage that only the loader workers' check
+    of each item they read can see)."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        from pathlib import Path
+
+        import numpy as np
+
+        for chunk in sorted(Path(trainer.datamodule.prepared_location.join("train")).glob("chunk-*.bin")):
+            data = bytearray(chunk.read_bytes())
+            count = int(np.frombuffer(data[:4], dtype=np.uint32)[0])  # litdata's chunk: items, offsets, items
+            offsets = np.frombuffer(bytes(data[4:8 + 4 * count]), dtype=np.uint32)
+            for start in offsets[:-1]:  # an item: its fields' sizes, then the token ids and the info
+                size = int(np.frombuffer(bytes(data[start:start + 4]), dtype=np.uint32)[0])
+                data[start + 8:start + 8 + size] = b"\xff" * size
+            chunk.write_bytes(bytes(data))
+
+
+class WorkerFault(L.Callback):
+    """In the training loader's worker ``worker``, reading its item number ``item`` (counted from 0)
+    raises an error that is not one of ours (``kind: raise``, a RuntimeError) or kills the worker
+    (``kind: kill``, SIGKILL); the other workers go on reading. Patched before the workers are forked."""
+
+    def __init__(self, kind: str = "raise", worker: int = 0, item: int = 0):
+        if kind not in ("raise", "kill"):
+            raise ValueError("kind: raise or kill")
+        self.kind, self.worker, self.item = kind, worker, item
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        from bert_exp.data.corpus import streaming
+
+        original, fault = streaming.StreamedInstances.__getitem__, self
+        seen = {"items": 0}
+
+        def faulty(dataset, index):
+            info = torch.utils.data.get_worker_info()
+            if info is not None and info.id == fault.worker:
+                seen["items"] += 1
+                if seen["items"] > fault.item:
+                    if fault.kind == "kill":
+                        os.kill(os.getpid(), signals.SIGKILL)
+                    raise RuntimeError(f"injected failure in loader worker {info.id}")
+            return original(dataset, index)
+
+        streaming.StreamedInstances.__getitem__ = faulty

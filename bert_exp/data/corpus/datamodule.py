@@ -34,6 +34,7 @@ from ..tokenizer import (
     train_wordpiece,
     vocab_list,
 )
+from ..workers import track
 from .files import CorpusError, expand_inputs
 from .groups import InstanceSettings, instance_layout
 from .integrity import check_chunks, read_meta, verify_checksums
@@ -522,7 +523,8 @@ class PretrainingDataModule(VocabularyDataModule):
 
 class StreamingLoader(StreamingDataLoader):
     """litdata's StreamingDataLoader (it shares the chunks out among its workers and tells the dataset the
-    epoch), its workers started as ours are (:func:`bert_exp.data.base.blocking_signals`, ``worker_init``)."""
+    epoch), its workers started and ended as ours are (:func:`bert_exp.data.base.blocking_signals`,
+    ``worker_init``, :func:`bert_exp.data.workers.track`)."""
 
     # Lightning keeps the state of a loader that has one, taken with the batch it fetches ahead (one past
     # the last trained on); the DataModule keeps the position instead, so none is shown to Lightning
@@ -531,7 +533,7 @@ class StreamingLoader(StreamingDataLoader):
 
     def _get_iterator(self):
         with blocking_signals(self.num_workers > 0):
-            return super()._get_iterator()
+            return track(super()._get_iterator())
 
     def __iter__(self):
         # litdata clears a restored position when the restored epoch's iteration runs to its end; Lightning

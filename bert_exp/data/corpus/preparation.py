@@ -24,14 +24,18 @@ interrupted preparation resumes), and the run's first process writes the indexes
 (:func:`finish`). ``meta.json`` is written last: a dataset without it is incomplete.
 
 **Faults.** Workers die with the process that started them (``PR_SET_PDEATHSIG``) and remove the
-preparation's temporary directories as they go; a full disk is one line naming the directory, checked
-before the work from the text's size (:data:`PREPARED_PER_TEXT_BYTE`) and again if it happens.
+preparation's temporary directories as they go; where they were killed with it (SIGKILL to the process
+group), the temporary directories are named after the host and process that made them, and the next
+preparation removes those of this host's processes that are gone (:func:`remove_stale`). A full disk is one
+line naming the directory, checked before the work from the text's size (:data:`PREPARED_PER_TEXT_BYTE`)
+and again if it happens.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import glob
 import io
 import json
 import logging
@@ -66,6 +70,10 @@ FORMAT = "litdata-instances-2"  # what an item holds and how chunks are laid out
 PREPARED_PER_TEXT_BYTE = 0.7
 LOCAL_CHUNK_BYTES = "1MB"  # small chunks mix the corpus better when streamed from a local disk
 OBJECT_STORE_CHUNK_BYTES = "32MB"  # fewer, larger requests to an object store (litdata's examples: tens of MB)
+# where a preparation writes its chunks before moving them into place: in a local place, a directory in it
+# (the same file system, so a rename); for an object store, one in the system's temporary directory
+SCRATCH_PREFIX = ".scratch-"
+OBJECT_STORE_SCRATCH_PREFIX = "bert_exp-prepare-"
 
 
 def parse_bytes(value: int | str) -> int:
@@ -275,6 +283,7 @@ def prepare(location: Location, files: list[Path], tokenizer_json: str, vocab_si
     :func:`finish`. ``meta``: what to record besides the counts (settings, inputs, vocabulary);
     ``versions``: each input's file version when it was hashed, which a group's files must still have
     once read (:func:`.keys.check_unchanged`)."""
+    _remove_stale_scratch(location)
     done = read_meta(location)
     if done is not None:
         return done
@@ -312,10 +321,10 @@ def _prepare_groups(target: Location, plan: Plan, share: list[int], files: list[
     log.info("preparing %d group(s) of %d input file(s)%s with %d worker process(es) into %s",
              len({g for _, g in tasks}), len(files), where, workers, target)
     if target.remote:
-        scratch = tempfile.mkdtemp(prefix="bert_exp-prepare-")
+        scratch = tempfile.mkdtemp(prefix=OBJECT_STORE_SCRATCH_PREFIX + _host_and_pid())
     else:
         Path(target.url).mkdir(parents=True, exist_ok=True)
-        scratch = temp_directory(target.url, f".scratch-{socket.gethostname()}-{os.getpid()}.")
+        scratch = temp_directory(target.url, SCRATCH_PREFIX + _host_and_pid())
     cleanup = [scratch] + ([build_dir] if build_dir else [])
     try:
         _run_workers(tasks, plan, scratch, target, workers, cleanup)
@@ -417,12 +426,40 @@ def _build_directory(final: Path) -> str:
     """A new directory beside ``final`` to build it in, named after this host and process; the ones of
     this host's processes that are gone (a preparation killed half-way) are removed first."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    host = socket.gethostname()
-    for stale in final.parent.glob(f".{final.name}.{host}-*"):
-        pid = stale.name[len(f".{final.name}.{host}-"):].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+    remove_stale(final.parent, f".{final.name}.")
+    return temp_directory(final.parent, f".{final.name}.{_host_and_pid()}")
+
+
+# -- what a killed preparation leaves ----------------------------------------------------------------------
+
+def _host_and_pid() -> str:
+    """What names a temporary directory after its maker (``<host>-<pid>.``), so a later process can tell
+    whether the maker is gone."""
+    return f"{socket.gethostname()}-{os.getpid()}."
+
+
+def remove_stale(parent: Path, prefix: str) -> list[Path]:
+    """Removes the directories ``<prefix><host>-<pid>.*`` in ``parent`` made by a process of this host
+    that is gone; another host's (a place the nodes share), or a live process's, are kept. Returns
+    those removed."""
+    start = f"{prefix}{socket.gethostname()}-"
+    removed = []
+    for stale in Path(parent).glob(glob.escape(start) + "*"):
+        pid = stale.name[len(start):].split(".", 1)[0]
+        if pid.isdigit() and stale.is_dir() and not _alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
-    return temp_directory(final.parent, f".{final.name}.{host}-{os.getpid()}.")
+            removed.append(stale)
+    return removed
+
+
+def _remove_stale_scratch(location: Location) -> None:
+    """The scratch directories that preparations of this host killed with their workers left: in a place
+    the nodes share (the dataset's own directory, complete or not), or the system's temporary directory
+    (for an object store). A node-local place is built beside its final directory (:func:`_build_directory`)."""
+    parent, prefix = ((Path(tempfile.gettempdir()), OBJECT_STORE_SCRATCH_PREFIX) if location.remote
+                      else (Path(location.url), SCRATCH_PREFIX))
+    for stale in remove_stale(parent, prefix):
+        log.info("removed %s, left by a preparation of this host that was killed", stale)
 
 
 def _alive(pid: int) -> bool:
