@@ -101,3 +101,16 @@ def test_bad_arguments_are_one_line(tmp_path, capsys, args, message):
     assert main([str(tmp_path), *args, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_table_reads_each_run_at_its_best_checkpoint(tmp_path):
+    """The numbers of the checkpoint that is scored again and predicts the test sets (the best on dev),
+    read from the run's CSV log, not those of its last validation."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "metrics.csv").write_text(
+        "epoch,step,train/loss,val/f1,val/acc\n0,9,0.7,,\n0,10,,0.80,0.70\n1,20,,0.75,0.74\n")
+    info = {"task": "mrpc", "monitor": "val/f1", "run_dir": str(tmp_path), "status": "finished", "best_score": 0.80,
+            "metrics": {"val/f1": 0.75, "val/acc": 0.74}}
+    chosen = best_per_task([info])["mrpc"]
+    assert chosen["best_step"] == 10 and chosen["metrics"]["val/acc"] == 0.70
+    assert glue_table({"mrpc": chosen}).splitlines()[-1].split(" | ")[7] == "80.0"
