@@ -225,6 +225,8 @@ def build_data(cfg: DictConfig, placement, init=None):
     fetch_inputs(datamodule)
     if hasattr(datamodule, "check_storage"):  # an unusable bucket or directory before the vocabulary is trained
         datamodule.check_storage()
+    if hasattr(datamodule, "check_corpus"):  # a table without its column, an empty corpus: before any work
+        datamodule.check_corpus()
     if init is not None and init.vocab:
         datamodule.use_vocabulary(init.vocab, init.lowercase, init.tokenizer)
     elif placement.world_size > 1 and hasattr(datamodule, "shared_state"):

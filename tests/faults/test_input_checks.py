@@ -1,0 +1,152 @@
+"""The same mistake, the same answer, whatever the cache holds: the inputs and the command line checked
+before any work, one section per item of the issue's second walk through the faults that they answer (a
+reproduction each, ending in one line, exit code 2, nothing left behind, or in a run that works)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bert_exp.data import LoaderSettings, PretrainingDataModule, TokenizerSpec
+from bert_exp.data.corpus import datamodule as corpus_datamodule
+from bert_exp.data.corpus.files import CorpusError
+from bert_exp.resources import minilm_dir
+from helpers import REPO, compose_config, run_cli
+
+MINILM_VOCAB = str(minilm_dir() / "vocab.txt")
+
+
+def speeches(data_dir: Path) -> list[str]:
+    return [p.read_text(encoding="utf-8") for p in sorted((data_dir / "corpus" / "inaugural").glob("19[0-4]*.txt"))]
+
+
+def write_table(path: Path, columns: dict[str, list]) -> Path:
+    """A Parquet, Arrow (IPC stream, as ``datasets`` writes) or JSON Lines file, by ``path``'s suffix."""
+    table = pa.table({name: pa.array(values, pa.string()) for name, values in columns.items()})
+    if path.suffix == ".parquet":
+        pq.write_table(table, path)
+    elif path.suffix == ".arrow":
+        with pa.ipc.new_stream(str(path), table.schema) as writer:
+            writer.write_table(table)
+    else:
+        path.write_text("".join(json.dumps(row) + "\n" for row in table.to_pylist()), encoding="utf-8")
+    return path
+
+
+def corpus(files, cache: Path, vocab_file: str | None = None) -> PretrainingDataModule:
+    return PretrainingDataModule(files=files, tokenizer=TokenizerSpec(vocab_file=vocab_file, vocab_size=500),
+                                 cache_dir=str(cache), loader=LoaderSettings(batch_size=8))
+
+
+@pytest.fixture
+def no_preparation(monkeypatch):
+    """The preparation must not start: a check before the work finds the mistake."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the preparation started")
+
+    monkeypatch.setattr(corpus_datamodule, "prepare", refuse)
+
+
+# -- item 12: a table file without the named column -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("speeches.parquet", r": no column 'text' \(columns: body\)"),
+    ("speeches.arrow", r": no column 'text' \(columns: body\)"),
+    ("speeches.jsonl", r":1: no key 'text' \(keys: body\)"),
+])
+def test_a_table_without_its_column_stops_before_any_work(data_dir, tmp_path, no_preparation, name, problem):
+    """With a vocabulary at hand (here data.tokenizer.vocab_file) the preparation's workers used to meet the
+    missing column: the run had started. Now the inputs are checked first, with or without one."""
+    table = write_table(tmp_path / name, {"body": speeches(data_dir)[:3]})
+    pattern = rf"^{re.escape(str(table))}{problem}; name the text column: data.files=\[\{{path: ..., text_column: NAME\}}\]$"
+    with pytest.raises(CorpusError, match=pattern):
+        corpus([str(table)], tmp_path / "cache", vocab_file=MINILM_VOCAB).prepare_data()
+    with pytest.raises(CorpusError, match=pattern):
+        corpus([str(table)], tmp_path / "cache").check_corpus()
+    assert not (tmp_path / "cache" / "tokenizers").exists()
+    corpus([{"path": str(table), "text_column": "body"}], tmp_path / "cache").check_corpus()  # named: it reads
+
+
+def test_a_worker_that_fails_leaves_no_semaphore_behind(data_dir, tmp_path):
+    """The preparation's workers, stopped after one failed: litdata makes a semaphore in each as it is
+    imported, which the resource tracker reported leaked ('resource_tracker: There appear to be 1 leaked
+    semaphore objects') when the worker was stopped without its exit's clean-up."""
+    table = write_table(tmp_path / "speeches.parquet", {"body": speeches(data_dir)})
+    script = f"""
+import sys
+from pathlib import Path
+from bert_exp.data import InstanceSettings
+from bert_exp.data.corpus.preparation import PrepareSettings, prepare
+from bert_exp.data.corpus.storage import Location
+from bert_exp.data.tokenizer import load_vocab_file
+
+if __name__ == "__main__":
+    tokenizer = load_vocab_file({MINILM_VOCAB!r})
+    try:
+        prepare(Location({str(tmp_path / "prepared" / "key")!r}), [Path({str(table)!r})], tokenizer.to_str(),
+                tokenizer.get_vocab_size(), InstanceSettings(), PrepareSettings(num_workers=1), {{}})
+    except Exception as err:
+        print(f"error: {{err}}", file=sys.stderr)
+        sys.exit(2)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip() == f"error: {table}: no column 'text' (columns: body); name the text column: " \
+                                  "data.files=[{path: ..., text_column: NAME}]", done.stderr[-3000:]
+    assert list((tmp_path / "prepared").iterdir()) == []  # no build or scratch directory left
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("vocabulary", ["none cached", "one cached", "a vocab_file"])
+def test_a_table_without_its_column_is_one_line_whatever_the_cache_holds(data_dir, tmp_path, monkeypatch, vocabulary):
+    """The issue's reproduction through the CLI: with no vocabulary cached, with one cached for the file (trained
+    on its column ``body``: the vocabulary's key did not hold the column), and with data.tokenizer.vocab_file.
+    Each is one line, exit 2; no run directory; no 'leaked semaphore' lines; no vocabulary trained."""
+    table = write_table(tmp_path / "speeches.parquet", {"body": speeches(data_dir)})
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BERT_EXP_CACHE", str(cache))
+    args = ["+experiment=pretrain_tiny", f"data.files=['{table}']", "trainer.max_steps=2", "logger=csv"]
+    if vocabulary == "a vocab_file":
+        args.append(f"data.tokenizer.vocab_file={MINILM_VOCAB}")
+    if vocabulary == "one cached":
+        from hydra.utils import instantiate
+
+        cfg = compose_config(["+experiment=pretrain_tiny", f"data.files=[{{path: '{table}', text_column: body}}]"])
+        PretrainingDataModule(files=list(cfg.data.files), tokenizer=instantiate(cfg.data.tokenizer), cache_dir=str(cache),
+                              instances=instantiate(cfg.data.instances)).tokenizer  # noqa: B018  (trains, caches)
+    cached = sorted((cache / "tokenizers").glob("*")) if (cache / "tokenizers").exists() else []
+    done = run_cli([*args, f"hydra.run.dir={tmp_path / 'run'}"], env={"BERT_EXP_DATA": str(data_dir)}, timeout=300)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [f"error: {table}: no column 'text' (columns: body); name the text column: "
+                     "data.files=[{path: ..., text_column: NAME}]"], done.stderr[-3000:]
+    assert "leaked semaphore" not in done.stdout + done.stderr
+    assert "result:" not in done.stdout and not (tmp_path / "run").exists()  # the run never started
+    now = sorted((cache / "tokenizers").glob("*")) if (cache / "tokenizers").exists() else []
+    assert now == cached
+
+
+# -- item 13: an empty table --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["empty.parquet", "empty.arrow", "empty.jsonl"])
+def test_an_empty_table_stops_before_the_vocabulary_saying_it_holds_0_rows(tmp_path, no_preparation, name):
+    table = write_table(tmp_path / name, {"text": []})
+    dm = corpus([str(table)], tmp_path / "cache")
+    with pytest.raises(CorpusError, match=rf"^{re.escape(str(table))}: holds 0 rows; there is no text to pre-train on$"):
+        dm.prepare_data()
+    assert not (tmp_path / "cache" / "tokenizers").exists()  # no vocabulary trained on nothing, nor cached
+    other = write_table(tmp_path / "other.parquet", {"text": []})
+    with pytest.raises(CorpusError, match=r"holds 0 rows \(the other 1 input files are empty too\)"):
+        corpus([str(table), str(other)], tmp_path / "cache").check_corpus()
+    text = tmp_path / "text.txt"
+    text.write_text("Some text.\n")
+    corpus([str(table), str(text)], tmp_path / "cache").check_corpus()  # an empty shard beside text: fine
