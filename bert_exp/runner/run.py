@@ -30,7 +30,7 @@ from .callbacks import CompileModel, Diverged, DivergenceCheck, GracefulStop, La
 from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
 from .validation import RUNNER_TRAINER_KEYS, ConfigError, validate_config
-from .config_tree import show_config
+from .config_tree import save_config, show_config
 from .cpu_allocator import configure_cpu_allocator
 from ..data.tokenizer import tokenizer_json, vocab_list
 from ..records import write_json
@@ -211,7 +211,7 @@ def open_job(cfg: DictConfig, placement) -> JobDirectory:
         with open_dict(cfg):
             cfg.logger.wandb.id = job.wandb_id
     if first_process:
-        show_config(cfg, save_to=run_dir / "config_tree.txt", notes=[placement.precision_note])
+        show_config(cfg, notes=[placement.precision_note])
         prepare_ddp_children(run_dir, job.ckpt_path, placement.world_size)
     return job
 
@@ -324,7 +324,7 @@ class RunRecord:
         }
         record = cls(job.run_dir, info, trainer.is_global_zero)
         if record.write:
-            job.run_dir.mkdir(parents=True, exist_ok=True)
+            save_config(cfg, Path(job.run_dir))
             datamodule.save_vocab(job.run_dir)
             (job.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
             write_run_info(job.run_dir, info)

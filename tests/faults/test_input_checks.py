@@ -5,6 +5,7 @@ reproduction each, ending in one line, exit code 2, nothing left behind, or in a
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from bert_exp.data import LoaderSettings, PretrainingDataModule, TokenizerSpec
 from bert_exp.data.corpus import datamodule as corpus_datamodule
 from bert_exp.data.corpus.files import CorpusError
+from bert_exp.errors import CheckpointError
 from bert_exp.resources import minilm_dir
 from helpers import REPO, compose_config, run_cli
 
@@ -150,3 +152,46 @@ def test_an_empty_table_stops_before_the_vocabulary_saying_it_holds_0_rows(tmp_p
     text = tmp_path / "text.txt"
     text.write_text("Some text.\n")
     corpus([str(table), str(text)], tmp_path / "cache").check_corpus()  # an empty shard beside text: fine
+
+
+# -- item 14: the Hub unreachable ------------------------------------------------------------------------------
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_hub_unreachable_with_an_empty_cache_is_one_line_at_once(tmp_path, monkeypatch, capfd):
+    """huggingface_hub, finding nothing cached, retried the refused connection five times over 23 s,
+    printing each try, before our line. Now one try."""
+    from huggingface_hub import constants
+
+    from bert_exp.model.hub import _fetch_once
+    from bert_exp.tasks.checkpoints import load_checkpoint
+
+    url = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    _fetch_once.cache_clear()
+    with pytest.raises(CheckpointError, match=rf"^hf:acme/bert-tiny: not in the Hub cache \({tmp_path / 'hub'}\) "
+                                              rf"and {url} cannot be reached \(.+\): check the network"):
+        load_checkpoint("hf:acme/bert-tiny")
+    assert "Retrying" not in capfd.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_hub_unreachable_through_the_cli_names_no_directory_it_never_made(data_dir, tmp_path):
+    env = {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "0",
+           "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}", "HF_HOME": str(tmp_path / "hf_home")}
+    done = run_cli(["+experiment=cola_tiny", "model=from_checkpoint", "task.init_from=hf:acme/bert-tiny",
+                    "trainer.max_steps=2", "logger=csv", f"hydra.run.dir={tmp_path / 'run'}"], env=env, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: hf:acme/bert-tiny: not in the Hub cache"), done.stderr
+    assert "Retrying" not in done.stdout + done.stderr
+    assert "run: cola_tiny" in done.stdout  # the header's first lines, then no directory it would not make
+    assert str(tmp_path / "run") not in done.stdout and not (tmp_path / "run").exists()
