@@ -195,3 +195,55 @@ def test_the_hub_unreachable_through_the_cli_names_no_directory_it_never_made(da
     assert "Retrying" not in done.stdout + done.stderr
     assert "run: cola_tiny" in done.stdout  # the header's first lines, then no directory it would not make
     assert str(tmp_path / "run") not in done.stdout and not (tmp_path / "run").exists()
+
+
+# -- item 15: a mistyped key without + ----------------------------------------------------------------------
+
+
+def answer_without_plus(overrides: list[str]) -> str:
+    """What the CLI answers when Hydra refuses an override of a key the config lacks."""
+    from hydra.errors import ConfigCompositionException
+
+    from bert_exp.runner.overrides import unknown_override_error
+
+    with pytest.raises(ConfigCompositionException) as refused:
+        compose_config(overrides)
+    return str(unknown_override_error(overrides, refused.value))
+
+
+@pytest.mark.parametrize("typed, answer", [
+    ("logger.wandb.projct=x", "logger.wandb.projct: unknown key (not a parameter of bert_exp.runner.loggers."
+                              "wandb_logger); did you mean logger.wandb.project?"),
+    ("trainer.max_stepz=3", "trainer.max_stepz: unknown key (not a parameter of lightning.pytorch.Trainer); "
+                            "did you mean trainer.max_steps?"),
+    ("data.masking.max_predictions_per_sq=3", "data.masking.max_predictions_per_sq: unknown key (not a parameter "
+                                              "of bert_exp.data.corpus.masking.MaskingSettings); did you mean "
+                                              "data.masking.max_predictions_per_seq?"),
+])
+def test_a_mistyped_key_gets_the_same_line_with_or_without_plus(tmp_path, typed, answer):
+    """With +, Hydra adds the key and the config check names it; without, Hydra refused it in its own words."""
+    from bert_exp.runner.validation import ConfigError, validate_config
+
+    with pytest.raises(ConfigError) as with_plus:
+        validate_config(compose_config(["+experiment=pretrain_tiny", f"+{typed}"], run_dir=tmp_path / "run"))
+    assert str(with_plus.value) == f"invalid config: {answer}"
+    assert answer_without_plus(["+experiment=pretrain_tiny", typed]) == f"invalid config: {answer}"
+
+
+def test_mistyped_keys_where_no_target_checks_them_are_named_too():
+    """Keys of no ``_target_`` (the top level), a mistyped group name, and several mistakes at once; a sweep's."""
+    assert answer_without_plus(["+experiment=pretrain_tiny", "seedd=3", "logger.wandbb.project=x",
+                                "model.hiden_size=3"]) == (
+        "invalid config:\n  seedd: unknown key; did you mean seed?\n"
+        "  logger.wandbb: unknown key; did you mean logger.wandb?\n"
+        "  model.hiden_size: unknown key (not a parameter of bert_exp.model.BertConfig); did you mean model.hidden_size?")
+
+
+def test_a_mistyped_key_without_plus_through_the_cli_is_one_line_exit_2(tmp_path):
+    """Hydra's seven lines and exit code 1 before; the README promises one line, exit code 2, for every mistake."""
+    done = run_cli(["+experiment=pretrain_tiny", "logger.wandb.projct=x", f"hydra.run.dir={tmp_path / 'run'}"],
+                   timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip() == ("error: invalid config: logger.wandb.projct: unknown key (not a parameter of "
+                                   "bert_exp.runner.loggers.wandb_logger); did you mean logger.wandb.project?")
+    assert not (tmp_path / "run").exists()
