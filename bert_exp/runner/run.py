@@ -29,7 +29,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from .callbacks import CompileModel, Diverged, DivergenceCheck, GracefulStop, LastCheckpoint, MaskFill, TokenThroughput
 from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
-from .validation import RUNNER_TRAINER_KEYS, ConfigError, validate_config
+from .val_check import clamp_val_check_interval
+from .validation import RUNNER_TRAINER_KEYS, validate_config
 from .config_tree import save_config, show_config
 from .cpu_allocator import configure_cpu_allocator
 from ..data.tokenizer import tokenizer_json, vocab_list
@@ -271,6 +272,7 @@ def build_trainer(cfg: DictConfig, placement, budget: Budget | None = None):
     trainer = instantiate(trainer_cfg, _partial_=True)(
         logger=loggers or False, callbacks=callbacks, default_root_dir=str(cfg.paths.run_dir), **extra
     )
+    clamp_val_check_interval(trainer)
     return trainer, loggers, throughput
 
 
@@ -425,12 +427,6 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
                 if module.last_validated_step != trainer.global_step and trainer.limit_val_batches:
                     # stopped between two validations: validate the final weights, so run.json reports them
                     trainer.validate(module, datamodule=datamodule, verbose=False)
-            except ValueError as err:
-                if "val_check_interval" not in str(err):
-                    raise
-                # Lightning's check, once it knows the epoch's length: one line naming the keys
-                raise ConfigError(f"trainer.val_check_interval={cfg.trainer.get('val_check_interval')}: "
-                                  f"{str(err).splitlines()[0]}") from None
             except SIGTERMException:
                 status = "interrupted"  # LastCheckpoint saved last.ckpt
             except Diverged as err:

@@ -5,6 +5,7 @@ reproduction each, ending in one line, exit code 2, nothing left behind, or in a
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -247,3 +248,74 @@ def test_a_mistyped_key_without_plus_through_the_cli_is_one_line_exit_2(tmp_path
     assert done.stderr.strip() == ("error: invalid config: logger.wandb.projct: unknown key (not a parameter of "
                                    "bert_exp.runner.loggers.wandb_logger); did you mean logger.wandb.project?")
     assert not (tmp_path / "run").exists()
+
+
+# -- item 16: the quick debug run on a small corpus ------------------------------------------------------------
+
+
+def test_an_interval_longer_than_an_epoch_validates_at_each_epoch_end(tmp_path, caplog):
+    """Lightning refuses val_check_interval=N above an epoch's batches; the runner's trainer validates at the
+    end of each epoch instead, and warns once."""
+    import lightning as L
+    import torch
+
+    from bert_exp.runner.val_check import clamp_val_check_interval
+
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+            self.validated_at = []
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch[0]).pow(2).mean()
+
+        def validation_step(self, batch, batch_idx):
+            return None
+
+        def on_validation_epoch_end(self):
+            if not self.trainer.sanity_checking:
+                self.validated_at.append(self.trainer.global_step)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(10, 2)), batch_size=2)  # 5 batches
+    module = Tiny()
+    trainer = L.Trainer(max_steps=12, val_check_interval=200, check_val_every_n_epoch=1, limit_val_batches=1,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=str(tmp_path))
+    clamp_val_check_interval(trainer)
+    with caplog.at_level("WARNING", logger="bert_exp.runner.val_check"):
+        trainer.fit(module, train_dataloaders=loader, val_dataloaders=loader)
+    assert module.validated_at == [5, 10]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "bert_exp.runner.val_check"]
+    assert warnings == ["trainer.val_check_interval=200 is more than an epoch's 5 training batches: validating at "
+                        "the end of each epoch instead (set it to at most 5, or trainer.check_val_every_n_epoch=null "
+                        "to count batches across epochs)"]
+
+
+SMALL_CORPUS = "data.files=['${paths.data_dir}/corpus/inaugural/19[0-4]*.txt']"
+
+
+def documented_quick_run() -> list[str]:
+    """The quick debug run for pre-training as docs/configuration.md gives it, as a user copies it."""
+    text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    section = text.split("## A quick debug run", 1)[1].split("\n## ", 1)[0]
+    command = next(line for line in section.splitlines() if line.startswith("python -m bert_exp +experiment=pretrain_tiny"))
+    return shlex.split(command)[3:]
+
+
+@pytest.mark.slow
+def test_the_documented_quick_debug_run_works_on_a_small_corpus(data_dir, cache_dir, tmp_path):
+    """pretrain_tiny validates every 200 batches; the quick debug run on a corpus of a few files (19 batches an
+    epoch here) stopped at Lightning's refusal, before the first step."""
+    args = documented_quick_run()
+    assert "trainer.max_steps=20" in args and "logger=csv" in args  # what the docs give
+    env = {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(cache_dir)}
+    done = run_cli([*args, SMALL_CORPUS, f"hydra.run.dir={tmp_path / 'run'}"], env=env, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["status"] == "finished" and info["global_step"] == 20
+    assert re.search(r"trainer.val_check_interval=200 is more than an epoch's \d+ training batches: validating at the "
+                     r"end of each epoch instead", done.stdout + done.stderr)
