@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import hydra
@@ -12,8 +13,17 @@ from .resources import resource_dir
 from .errors import UserError
 
 
+# Hydra prints the errors of composing the config itself (a key the config lacks among them) unless
+# HYDRA_FULL_ERROR is set, when it raises them: _run sets it so they reach our answer, and the job unsets it,
+# so Hydra reports a failing job as it always does
+_RAISE_COMPOSITION_ERRORS = "HYDRA_FULL_ERROR"
+_raising = False
+
+
 @hydra.main(version_base="1.3", config_path=str(resource_dir("conf")), config_name="config")
 def _main(cfg: DictConfig) -> float | None:
+    if _raising:
+        os.environ.pop(_RAISE_COMPOSITION_ERRORS, None)
     try:
         if "pipeline" in cfg:  # stages run as processes of their own: no Lightning here
             from .runner.pipeline import run_pipeline
@@ -25,6 +35,34 @@ def _main(cfg: DictConfig) -> float | None:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+
+
+def _run(args: list[str]) -> None:
+    """Hydra's main; a config that does not compose is one line, exit code 2, as every config mistake is
+    (an override of a key the config lacks: the nearest key, as the same key typed with ``+`` gets)."""
+    global _raising
+    if os.environ.get(_RAISE_COMPOSITION_ERRORS):  # the user's: Hydra's full errors, as asked
+        _main()
+        return
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    os.environ[_RAISE_COMPOSITION_ERRORS] = "1"
+    _raising = True
+    try:
+        _main()
+    except (HydraException, OmegaConfBaseException) as err:
+        from .runner.overrides import unknown_override_error
+
+        answer = unknown_override_error(args, err)
+        if answer is None:  # Hydra's own words (a malformed override, a missing config...)
+            cause = err.__cause__
+            answer = str(err).strip() + (f"\n{cause}" if isinstance(cause, OmegaConfBaseException) else "")
+        print(f"error: {answer}", file=sys.stderr)
+        sys.exit(2)
+    finally:
+        _raising = False
+        os.environ.pop(_RAISE_COMPOSITION_ERRORS, None)
 
 
 def _cfg_type(argv: list[str]) -> str | None:
@@ -74,7 +112,7 @@ def main() -> None:
     # own config refers to the job's keys, which `--cfg hydra` does not have: printed as written
     if cfg_type in ("job", "all") and "--resolve" not in sys.argv:
         sys.argv.append("--resolve")
-    _main()
+    _run(args)
 
 
 if __name__ == "__main__":

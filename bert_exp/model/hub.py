@@ -74,6 +74,24 @@ def _first_present(repo_id: str, names: tuple[str, ...], revision: str) -> Path 
     return None
 
 
+def _unreachable_uncached(repo_id: str, revision: str | None) -> str | None:
+    """Why the Hub cannot be asked for a model its cache does not hold (a refused connection, a timeout), else
+    None. Asked once: huggingface_hub, finding no cached copy, retries a failed request five times over 23 s
+    (no setting turns that off), to end in the error a single try gives."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if try_to_load_from_cache(repo_id, CONFIG, revision=revision) is not None:
+        return None  # cached (or known absent): huggingface_hub falls back to the cache without retrying
+    try:
+        get_hf_file_metadata(hf_hub_url(repo_id, CONFIG, revision=revision))  # one try (retry_on_errors=False)
+    except HfHubHTTPError:
+        return None  # the Hub answered: what it said is fetch's to report
+    except Exception as err:  # noqa: BLE001  the HTTP client's connection errors and timeouts
+        return str(err).splitlines()[0] if str(err) else type(err).__name__
+    return None
+
+
 def fetch(repo_id: str, revision: str | None = None) -> HubModel:
     """config.json, the weights and the vocabulary of ``repo_id`` (one error line for each way it fails)."""
     from huggingface_hub import constants
@@ -81,6 +99,10 @@ def fetch(repo_id: str, revision: str | None = None) -> HubModel:
                                         RevisionNotFoundError)
 
     where = f"hf:{repo_id}" + (f"@{revision}" if revision else "")
+    unreachable = None if constants.HF_HUB_OFFLINE else _unreachable_uncached(repo_id, revision)
+    if unreachable:
+        raise CheckpointError(f"{where}: not in the Hub cache ({constants.HF_HUB_CACHE}) and {constants.ENDPOINT} "
+                              f"cannot be reached ({unreachable}): check the network, or set HF_ENDPOINT to a mirror")
     try:
         config = _download(repo_id, CONFIG, revision)
     except (RepositoryNotFoundError, RevisionNotFoundError) as err:  # gated ones too

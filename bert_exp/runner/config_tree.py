@@ -43,8 +43,8 @@ def _get(cfg: DictConfig, key: str, default=None):
     return OmegaConf.select(cfg, key, default=default, throw_on_missing=False)
 
 
-def summary_lines(cfg: DictConfig, config_file: Path | None = None) -> list[str]:
-    """What runs, on what, for how long, and where it writes: one screen's head, not the whole config."""
+def summary_lines(cfg: DictConfig) -> list[str]:
+    """What runs, on what and for how long: one screen's head, not the whole config."""
     model = _get(cfg, "model")
     if _get(cfg, "model.source") is not None or str(_get(cfg, "model._target_", "")).endswith("model_config_of"):
         shape = f"the shape of {_get(cfg, 'model.source')}"
@@ -59,24 +59,25 @@ def summary_lines(cfg: DictConfig, config_file: Path | None = None) -> list[str]
               else f"{epochs} epochs" if epochs else "until stopped")
     data_files = _get(cfg, "data.train_file") or _get(cfg, "data.files")
     data = data_files if isinstance(data_files, str) else f"{len(data_files)} inputs" if data_files else "?"
-    lines = [
+    return [
         f"run: {_get(cfg, 'experiment_name')} ({_get(cfg, 'task.name')}), model {shape}"
         + (f" from {init}" if init else ", fresh weights"),
         f"data: {data}; batch {_get(cfg, 'global_batch_size')}, {length}; "
         f"{_get(cfg, 'trainer.accelerator', 'auto')} x{_get(cfg, 'trainer.devices', 1)}, {_get(cfg, 'trainer.precision')}",
-        f"writes: {_get(cfg, 'paths.run_dir')}",
     ]
-    if config_file is not None:
-        lines.append(f"config: {config_file} (the resolved config; python -m bert_exp ... --cfg job prints it)")
-    return lines
 
 
-def show_config(cfg: DictConfig, save_to: Path | None = None, notes: list[str | None] | None = None) -> None:
-    """Prints a few lines of what runs and where (and ``notes``: what the run chose for this machine);
-    with ``save_to``, writes the whole tree there."""
-    tree = config_tree(cfg)
-    print("\n".join(summary_lines(cfg, save_to) + [n for n in notes or [] if n]), flush=True)
-    if save_to is not None:
-        save_to.parent.mkdir(parents=True, exist_ok=True)
-        with open(save_to, "w", encoding="utf-8") as out:
-            Console(file=out, color_system=None, width=120, soft_wrap=True).print(tree)
+def show_config(cfg: DictConfig, notes: list[str | None] | None = None) -> None:
+    """Prints a few lines of what runs (and ``notes``: what the run chose for this machine)."""
+    print("\n".join(summary_lines(cfg) + [n for n in notes or [] if n]), flush=True)
+
+
+def save_config(cfg: DictConfig, run_dir: Path) -> None:
+    """Once the run has started (its directory is kept from then on, a run refused before leaves none): the
+    whole tree saved there, and the run directory named."""
+    path = run_dir / "config_tree.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as out:
+        Console(file=out, color_system=None, width=120, soft_wrap=True).print(config_tree(cfg))
+    print(f"writes: {run_dir}\nconfig: {path} (the resolved config; python -m bert_exp ... --cfg job prints it)",
+          flush=True)

@@ -29,8 +29,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from .callbacks import CompileModel, Diverged, DivergenceCheck, GracefulStop, LastCheckpoint, MaskFill, TokenThroughput
 from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
-from .validation import RUNNER_TRAINER_KEYS, ConfigError, validate_config
-from .config_tree import show_config
+from .val_check import clamp_val_check_interval
+from .validation import RUNNER_TRAINER_KEYS, validate_config
+from .config_tree import save_config, show_config
 from .cpu_allocator import configure_cpu_allocator
 from ..data.tokenizer import tokenizer_json, vocab_list
 from ..records import write_json
@@ -211,7 +212,7 @@ def open_job(cfg: DictConfig, placement) -> JobDirectory:
         with open_dict(cfg):
             cfg.logger.wandb.id = job.wandb_id
     if first_process:
-        show_config(cfg, save_to=run_dir / "config_tree.txt", notes=[placement.precision_note])
+        show_config(cfg, notes=[placement.precision_note])
         prepare_ddp_children(run_dir, job.ckpt_path, placement.world_size)
     return job
 
@@ -225,6 +226,8 @@ def build_data(cfg: DictConfig, placement, init=None):
     fetch_inputs(datamodule)
     if hasattr(datamodule, "check_storage"):  # an unusable bucket or directory before the vocabulary is trained
         datamodule.check_storage()
+    if hasattr(datamodule, "check_corpus"):  # a table without its column, an empty corpus: before any work
+        datamodule.check_corpus()
     if init is not None and init.vocab:
         datamodule.use_vocabulary(init.vocab, init.lowercase, init.tokenizer)
     elif placement.world_size > 1 and hasattr(datamodule, "shared_state"):
@@ -269,6 +272,7 @@ def build_trainer(cfg: DictConfig, placement, budget: Budget | None = None):
     trainer = instantiate(trainer_cfg, _partial_=True)(
         logger=loggers or False, callbacks=callbacks, default_root_dir=str(cfg.paths.run_dir), **extra
     )
+    clamp_val_check_interval(trainer)
     return trainer, loggers, throughput
 
 
@@ -322,7 +326,7 @@ class RunRecord:
         }
         record = cls(job.run_dir, info, trainer.is_global_zero)
         if record.write:
-            job.run_dir.mkdir(parents=True, exist_ok=True)
+            save_config(cfg, Path(job.run_dir))
             datamodule.save_vocab(job.run_dir)
             (job.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
             write_run_info(job.run_dir, info)
@@ -423,12 +427,6 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
                 if module.last_validated_step != trainer.global_step and trainer.limit_val_batches:
                     # stopped between two validations: validate the final weights, so run.json reports them
                     trainer.validate(module, datamodule=datamodule, verbose=False)
-            except ValueError as err:
-                if "val_check_interval" not in str(err):
-                    raise
-                # Lightning's check, once it knows the epoch's length: one line naming the keys
-                raise ConfigError(f"trainer.val_check_interval={cfg.trainer.get('val_check_interval')}: "
-                                  f"{str(err).splitlines()[0]}") from None
             except SIGTERMException:
                 status = "interrupted"  # LastCheckpoint saved last.ckpt
             except Diverged as err:

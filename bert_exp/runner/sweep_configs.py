@@ -76,6 +76,8 @@ def print_sweep_configs(args: list[str], cfg_type: str) -> int:
                 text = OmegaConf.to_yaml(node, resolve=cfg_type != "hydra") if OmegaConf.is_config(node) else str(node)
                 print(text)
     except (HydraException, OmegaConfBaseException) as err:
-        print(f"error: {err}", file=sys.stderr)
+        from .overrides import unknown_override_error
+
+        print(f"error: {unknown_override_error(args, err) or err}", file=sys.stderr)
         return 2
     return 0

@@ -55,6 +55,28 @@ def _matches(value, annotation) -> bool:
     return True  # callables, type variables...: left to the target itself
 
 
+def unknown_key(full: str, siblings, owner: str | None = None) -> str:
+    """The line for ``full``, a key the config (or the target ``owner`` it configures) does not have,
+    with the nearest of ``siblings`` (the keys it could have been)."""
+    parent, _, name = full.rpartition(".")
+    close = difflib.get_close_matches(name, list(siblings), n=1)
+    hint = f"; did you mean {parent + '.' if parent else ''}{close[0]}?" if close else ""
+    return f"{full}: unknown key" + (f" (not a parameter of {owner})" if owner else "") + hint
+
+
+def target_parameters(target_name: str) -> list[str] | None:
+    """The parameters of the ``_target_`` named; None when it cannot be imported or read, or takes any
+    keyword (``**kwargs``)."""
+    try:
+        target = get_object(target_name)
+        params = inspect.signature(target.__init__ if inspect.isclass(target) else target).parameters
+    except Exception:  # noqa: BLE001  reported by the checks of the composed config
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    return list(params)
+
+
 def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
     target_name = node.get("_target_")
     try:
@@ -83,9 +105,7 @@ def _check_target(node: DictConfig, key: str, errors: list[str]) -> None:
         full = f"{key}.{name}" if key else name
         if name not in params:
             if not accepts_any:
-                close = difflib.get_close_matches(name, list(params), n=1)
-                hint = f"; did you mean {key}.{close[0]}?" if close else ""
-                errors.append(f"{full}: unknown key (not a parameter of {target_name}){hint}")
+                errors.append(unknown_key(full, params, target_name))
             continue
         value = OmegaConf.select(node, name)  # resolved
         if isinstance(value, DictConfig) and "_target_" in value:
@@ -123,7 +143,14 @@ def validate_config(cfg: DictConfig) -> None:
     walk(cfg, "")
     errors += value_problems(cfg)
     if errors:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+        raise invalid_config(errors)
+
+
+def invalid_config(problems: list[str]) -> ConfigError:
+    """One problem on one line; several, a line each."""
+    if len(problems) == 1:
+        return ConfigError(f"invalid config: {problems[0]}")
+    return ConfigError("invalid config:\n  " + "\n  ".join(problems))
 
 
 def _select(cfg: DictConfig, key: str):

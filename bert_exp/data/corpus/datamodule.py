@@ -44,8 +44,8 @@ from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare
 from .sources import DatasetSource, is_remote, stage_inputs
 from .storage import Location
 from .streaming import PreparedInstances, StreamedInstances
-from .tables import DEFAULT_COLUMN
-from .text import corpus_text_bytes, iter_text_chunks, sample_text_chunks
+from .tables import DEFAULT_COLUMN, table_format, table_has_rows
+from .text import column_of, corpus_text_bytes, iter_text_chunks, sample_text_chunks
 
 log = logging.getLogger(__name__)
 
@@ -341,6 +341,22 @@ class PretrainingDataModule(VocabularyDataModule):
     def vocabulary_sha256(self) -> str:
         return hashlib.sha256(self.tokenizer.to_str().encode()).hexdigest()
 
+    def check_corpus(self) -> None:
+        """Before any work (hashing the inputs, the vocabulary, the instances): every table file has its text
+        column, and the inputs are not all empty, so such a mistake is the same one line whatever the cache
+        holds (a cached vocabulary used to let it through to the preparation)."""
+        empty = []
+        for file in self.files:
+            fmt = table_format(file)
+            if fmt:
+                if not table_has_rows(file, column_of(file, self.settings.text_columns), fmt):
+                    empty.append(f"{file}: holds 0 rows")
+            elif file.stat().st_size == 0:
+                empty.append(f"{file}: is empty")
+        if empty and len(empty) == len(self.files):
+            others = f" (the other {len(empty) - 1} input files are empty too)" if len(empty) > 1 else ""
+            raise CorpusError(f"{empty[0]}{others}; there is no text to pre-train on")
+
     def check_storage(self) -> None:
         """Before any work (the vocabulary included): the place the prepared data goes can be used."""
         self.prepared_root.check_reachable()
@@ -362,6 +378,7 @@ class PretrainingDataModule(VocabularyDataModule):
         of the groups into a place the nodes share."""
         super().prepare_data()
         self.check_storage()
+        self.check_corpus()
         node_rank, num_nodes = self._node()
         prepare(self.prepared_location, self.files, self.tokenizer.to_str(), self.vocab_size, self.settings,
                 self.prepare_settings, self._meta_to_record(), node_rank, num_nodes, self.input_versions)

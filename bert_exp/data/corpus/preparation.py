@@ -198,6 +198,11 @@ def _worker_start(parent: int, plan: Plan, cleanup: list[str]) -> None:
     def stop(signum, frame):
         for path in cleanup:
             shutil.rmtree(path, ignore_errors=True)
+        # what a worker's own exit does first: unlink the semaphores made in it (litdata makes one as it is
+        # imported), which the resource tracker would otherwise report leaked when the run ends
+        from multiprocessing import util
+
+        util._run_finalizers(0)
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)

@@ -18,6 +18,7 @@ DEFAULT_COLUMN = "text"
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")  # a .json named as an input is read as JSON Lines, as datasets does
 _COMPRESSION_SUFFIXES = (".gz", ".xz", ".bz2", ".zst")
 _BATCH_ROWS = 1024
+_NO_ROW = object()
 
 
 def table_format(path: Path) -> str | None:
@@ -42,17 +43,29 @@ def _missing_column(path: Path, column: str, columns: list[str]):
                        "text column: data.files=[{path: ..., text_column: NAME}]")
 
 
+def _unreadable(path: Path, fmt: str, err: Exception) -> CorpusError:
+    detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return CorpusError(f"{path}: unreadable {fmt} file ({detail})")
+
+
+def _arrow_reader(source):
+    """An Arrow IPC file's reader and its record batches, or an IPC stream's (what ``datasets`` writes)."""
+    import pyarrow as pa
+
+    try:
+        reader = pa.ipc.open_file(source)
+        return reader, (reader.get_batch(i) for i in range(reader.num_record_batches))
+    except pa.ArrowInvalid:
+        source.seek(0)
+        reader = pa.ipc.open_stream(source)
+        return reader, iter(reader)
+
+
 def _arrow_batches(path: Path, column: str):
     import pyarrow as pa
 
     with pa.memory_map(str(path)) as source:
-        try:
-            reader = pa.ipc.open_file(source)
-            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        except pa.ArrowInvalid:
-            source.seek(0)
-            reader = pa.ipc.open_stream(source)
-            batches = iter(reader)
+        reader, batches = _arrow_reader(source)
         if column not in reader.schema.names:
             raise _missing_column(path, column, reader.schema.names)
         for batch in batches:
@@ -85,6 +98,38 @@ def _jsonl_rows(path: Path, column: str) -> Iterator[str | None]:
         yield row[column]
 
 
+def table_has_rows(path: Path, column: str = DEFAULT_COLUMN, fmt: str | None = None) -> bool:
+    """Whether a table file holds a row, read before any work from Parquet's footer, Arrow's batch headers
+    or the first line of JSON Lines; the same CorpusError as reading it gives when ``column`` is not there
+    (or the file is damaged)."""
+    fmt = fmt or table_format(path)
+    try:
+        if fmt == "jsonl":
+            rows = _jsonl_rows(path, column)
+            try:
+                return next(rows, _NO_ROW) is not _NO_ROW
+            finally:
+                rows.close()
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            with pq.ParquetFile(path) as table:
+                if column not in table.schema_arrow.names:
+                    raise _missing_column(path, column, table.schema_arrow.names)
+                return table.metadata.num_rows > 0
+        import pyarrow as pa
+
+        with pa.memory_map(str(path)) as source:
+            reader, batches = _arrow_reader(source)
+            if column not in reader.schema.names:
+                raise _missing_column(path, column, reader.schema.names)
+            return any(batch.num_rows for batch in batches)
+    except CorpusError:
+        raise
+    except Exception as err:  # noqa: BLE001  pyarrow's errors for a damaged file: one line naming it
+        raise _unreadable(path, fmt, err) from None
+
+
 def iter_table_texts(path: Path, column: str = DEFAULT_COLUMN, fmt: str | None = None) -> Iterator[str]:
     """The non-empty texts of a table file's ``column``, row by row, line endings normalised."""
     fmt = fmt or table_format(path)
@@ -104,5 +149,4 @@ def iter_table_texts(path: Path, column: str = DEFAULT_COLUMN, fmt: str | None =
     except CorpusError:
         raise
     except Exception as err:  # noqa: BLE001  pyarrow's errors for a damaged file: one line naming it
-        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise CorpusError(f"{path}: unreadable {fmt} file ({detail})") from None
+        raise _unreadable(path, fmt, err) from None
