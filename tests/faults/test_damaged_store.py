@@ -1,7 +1,8 @@
-"""A damaged object store: an object-store chunk is checked against its sha256 once after it is downloaded
-(a chunk replaced by one of the same size stops the run, named), and every field of every item read is
-checked (a damaged label or segment position stops the run, named, instead of failing deep in the model
-or training)."""
+"""A damaged object store and a full disk: an object-store chunk is checked against its sha256 once after
+it is downloaded (a chunk replaced by one of the same size stops the run, named), every field of every
+item read is checked (a damaged label or segment position stops the run, named, instead of failing deep
+in the model or training), and a disk that fills while index.json, meta.json or a checksum memo is
+written is one line naming the file, with no temporary file left."""
 
 import hashlib
 import json
@@ -15,11 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import inject
 from bert_exp.data import InstanceSettings, LoaderSettings, PretrainingDataModule, TokenizerSpec
 from bert_exp.data import hashing
 from bert_exp.data.corpus import integrity
+from bert_exp.data.corpus.integrity import read_meta
 from bert_exp.data.corpus.preparation import PrepareSettings
 from bert_exp.data.corpus.storage import PreparedDataError
+from bert_exp.errors import UserError
 from bert_exp.resources import minilm_dir
 from helpers import REPO
 
@@ -189,6 +193,60 @@ def test_item_rules_name_every_field_that_cannot_be_what_was_prepared():
     assert single.problem(item(info=(5, 4, -1))) == "segment B starting at 4 in an item of one segment of 6 tokens"
 
 
+# -- item 7: a full disk while the index, meta.json or a checksum memo is written ------------------------
+
+@pytest.mark.parametrize("name", ["index.json", "meta.json"])
+def test_a_disk_that_fills_while_the_index_or_meta_json_is_written_is_one_line(data_dir, tmp_path, name):
+    """The groups prepared, the disk fills as ``name`` is written: one line naming the file and the full
+    disk (the CLI's exit 2), nothing half-written or half-built left, and the dataset not taken for
+    complete."""
+    cache = tmp_path / "cache"
+    dm = corpus(data_dir, cache)
+    dm.tokenizer  # noqa: B018  the vocabulary loaded before the disk fills
+    undo = inject.fill_disk_for(name)
+    try:
+        with pytest.raises(PreparedDataError) as caught:
+            dm.prepare_data()
+    finally:
+        undo()
+    message = str(caught.value)
+    assert "\n" not in message and f"/{name}: no space left on the device while writing it" in message, message
+    assert str(cache / "prepared") in message
+    assert no_partial_files(cache) == []
+    assert list((cache / "prepared").iterdir()) == []  # the directory it was built in is gone
+    assert read_meta(dm.prepared_location) is None
+
+
+def test_a_full_cache_disk_while_hashing_the_inputs_is_one_line(data_dir, tmp_path):
+    """The inputs' sha256 remembered in the cache: a full disk there is one line naming the directory,
+    with no temporary file left (before: OSError's traceback, and the memo's temporary file kept)."""
+    files = sorted((data_dir / "corpus" / "inaugural").glob("19[0-4]*.txt"))[:2]
+    undo = inject.fill_disk_for("file_sha256")
+    try:
+        with pytest.raises(UserError) as caught:  # the CLI's one line, exit 2
+            hashing.files_sha256(files, tmp_path / "cache")
+    finally:
+        undo()
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'cache' / 'file_sha256'}: no space left on the device while remembering "
+                              f"the sha256 of {files[0]}"), message
+    assert "\n" not in message
+    assert no_partial_files(tmp_path) == []
+
+
+def test_a_full_cache_disk_while_remembering_checked_chunks_is_one_line(data_dir, tmp_path, prepared):
+    cache, dataset = copy_of(prepared, tmp_path)
+    shutil.rmtree(cache / "verified", ignore_errors=True)
+    dm = corpus(data_dir, cache)
+    undo = inject.fill_disk_for(str(cache / "verified"))
+    try:
+        with pytest.raises(PreparedDataError, match=rf"^{cache / 'verified'}/\w+\.json: no space left on the device"):
+            dm.setup("fit")
+    finally:
+        undo()
+    assert no_partial_files(cache) == []
+
+
 # -- through the command line ---------------------------------------------------------------------------
 
 def run_cli(cache: Path, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -230,3 +288,14 @@ def test_a_chunk_replaced_in_the_object_store_ends_the_run_in_one_line(data_dir,
     assert re.match(r"error: s3://corpora/prepared/\w+/train/chunk-\d+-\d+\.bin: its sha256 is not the one meta.json "
                     r"records", line), line
     assert no_partial_files(cache) == []
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_meta_json_is_written_ends_the_run_in_one_line(data_dir, tmp_path):
+    """Through the command line: exit 2, one line naming meta.json and the full disk, nothing half-written
+    or half-built left."""
+    cache = tmp_path / "cache"
+    line = one_error_line(run_cli(cache, tmp_path / "run", "+callbacks.fault={_target_:inject.DiskFullWriting,"
+                                                           "name:meta.json}"))
+    assert "/meta.json: no space left on the device while writing it" in line, line
+    assert no_partial_files(cache) == [] and list((cache / "prepared").iterdir()) == []

@@ -24,8 +24,10 @@ interrupted preparation resumes), and the run's first process writes the indexes
 (:func:`finish`). ``meta.json`` is written last: a dataset without it is incomplete.
 
 **Faults.** Workers die with the process that started them (``PR_SET_PDEATHSIG``) and remove the
-preparation's temporary directories as they go; a full disk is one line naming the directory, checked
-before the work from the text's size (:data:`PREPARED_PER_TEXT_BYTE`) and again if it happens.
+preparation's temporary directories as they go; a full disk is one line, checked before the work from
+the text's size (:data:`PREPARED_PER_TEXT_BYTE`) and again if it happens: while the chunks are written
+(naming the directory), or an index, a group's record or meta.json (naming the file; nothing half-written
+is kept).
 """
 
 from __future__ import annotations
