@@ -1,5 +1,7 @@
 """Errors that describe a user's mistake: the CLI prints their message alone, without a traceback."""
 
+import errno
+
 
 class UserError(Exception):
     """Bad input: a config key, a file, a row. The message names it.
@@ -26,6 +28,16 @@ def _own_message(kind: type, text: str) -> str:
 
 class CheckpointError(UserError, ValueError):
     """A checkpoint that cannot be read or does not fit; the message names the file."""
+
+
+class OutOfSpace(UserError, OSError):
+    """The disk filled up while a file was written (a checkpoint, a cache's record); the message names it
+    and says what to do."""
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """ENOSPC, or a quota reached (EDQUOT): the same remedy."""
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def hub_refusal(err: Exception, kind: str, endpoint: str, revision: str | None) -> str | None:

@@ -7,6 +7,9 @@ import json
 import os
 from pathlib import Path
 
+from ..errors import OutOfSpace, is_disk_full
+from ..records import write_json
+
 
 def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
@@ -44,10 +47,14 @@ def remembered_sha256(path: Path, memo_dir: Path) -> str:
     digest = file_sha256(path)
     if [resolved, *file_version(path)] != version:  # changed while it was read: not remembered
         return digest
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    partial = memo.with_name(f".{memo.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps({"version": version, "sha256": digest}))
-    os.replace(partial, memo)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        write_json(memo, {"version": version, "sha256": digest})  # whole or absent, whoever else writes it
+    except OSError as err:
+        if is_disk_full(err):
+            raise OutOfSpace(f"{memo.parent}: no space left on the device while remembering the sha256 of {path}: free "
+                             "some space in the cache (BERT_EXP_CACHE)") from None
+        raise
     return digest
 
 

@@ -9,11 +9,7 @@ from pathlib import Path
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from ..errors import UserError
-
-
-class OutOfSpace(UserError, OSError):
-    """The disk filled up while a checkpoint was written; the message says what is left and what to do."""
+from ..errors import OutOfSpace
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

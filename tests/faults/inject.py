@@ -2,10 +2,13 @@
 
     python -m bert_exp ... '+callbacks.fault={_target_:inject.NanAt,step:3}'
     python -m bert_exp ... '+callbacks.fault={_target_:inject.SignalAt,step:5,signal:SIGTERM}'
+    python -m bert_exp ... '+callbacks.fault={_target_:inject.DiskFullWriting,name:meta.json}'
 """
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import signal as signals
 import time
@@ -154,3 +157,49 @@ class WorkerFault(L.Callback):
             return original(dataset, index)
 
         streaming.StreamedInstances.__getitem__ = faulty
+
+
+class _FillingFile:
+    """A file being written on a disk that fills: some bytes land, then ENOSPC."""
+
+    def __init__(self, file):
+        self._file = file
+
+    def write(self, data):
+        self._file.write(data[:16])
+        self._file.flush()
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
+
+
+def fill_disk_for(*names: str):
+    """From now on in this process, every file opened for writing whose path holds one of ``names`` (its
+    temporary file beside it too) runs out of space part-way: a simulated ENOSPC (where a small tmpfs
+    cannot be mounted, this is the full disk). Returns a function that undoes it."""
+    real = io.open
+
+    def opened(file, mode="r", *args, **kwargs):
+        handle = real(file, mode, *args, **kwargs)
+        path = os.readlink(f"/proc/self/fd/{file}") if isinstance(file, int) else os.fspath(file)
+        if any(m in mode for m in "wax+") and any(name in str(path) for name in names):
+            return _FillingFile(handle)
+        return handle
+
+    io.open = opened
+    return lambda: setattr(io, "open", real)
+
+
+class DiskFullWriting(L.Callback):
+    """From when the run's callbacks are made (after the vocabulary, before the data is prepared), every
+    file written whose path holds ``name`` (``meta.json``, ``index.json``) runs out of space part-way."""
+
+    def __init__(self, name: str):
+        fill_disk_for(name)

@@ -37,7 +37,7 @@ from ..tokenizer import (
 from ..workers import track
 from .files import CorpusError, expand_inputs
 from .groups import InstanceSettings, instance_layout
-from .integrity import check_chunks, read_meta, verify_checksums
+from .integrity import DownloadedChunks, ItemRules, check_chunks, read_meta, verify_checksums
 from .keys import check_unchanged, input_key, instance_key
 from .masking import CausalLMCollator, MaskingSettings, PretrainingCollator, continuation_table
 from .preparation import FORMAT, PrepareSettings, finish, plan_groups, prepare
@@ -428,7 +428,7 @@ class PretrainingDataModule(VocabularyDataModule):
         cache = str(self.cache_dir / "stream") if location.remote else None
         # by index, for a look at what was prepared (training streams train/: train_dataloader)
         self.datasets = {split: PreparedInstances(location.join(split), self.mask_seed,
-                                                  meta["splits"][split]["instances"], cache, self.vocab_size)
+                                                  meta["splits"][split]["instances"], cache, **self._item_checks(split))
                          for split in ("train", "val")}
         pad_to = self.settings.max_seq_length if self.loader.pad_to_max_length else None
         multiple = self.loader.pad_to_multiple_of
@@ -444,6 +444,15 @@ class PretrainingDataModule(VocabularyDataModule):
             special, m.masked_lm_prob, m.max_predictions_per_seq, pad_to=pad_to, static=static,
             count_special_tokens=m.count_special_tokens, continuation=continuation, pad_multiple=multiple,
         )
+
+    def _item_checks(self, split: str) -> dict:
+        """How each item read of ``split`` is checked: every field against what preparation writes, and an
+        object store's chunks against their sha256 once downloaded (:mod:`bert_exp.data.corpus.integrity`)."""
+        rules = ItemRules(self.vocab_size, self.settings.max_seq_length, self.settings.nsp, self.special_ids.cls,
+                          self.special_ids.sep)
+        location = self.prepared_location
+        downloads = DownloadedChunks(location.url, split, self.meta, self.cache_dir) if location.remote else None
+        return {"rules": rules, "downloads": downloads}
 
     def _check_ranks_agree(self, location: Location) -> None:
         """Before the first step: every rank's vocabulary and prepared data are rank 0's, by content (the
@@ -487,7 +496,7 @@ class PretrainingDataModule(VocabularyDataModule):
         dataset = StreamedInstances(self.prepared_location.join("train"), self.mask_seed, self.masking.static,
                                      shuffle_seed=self.order_seed,
                                      cache_dir=str(self.cache_dir / "stream") if self.prepared_location.remote else None,
-                                     vocab_size=self.vocab_size)
+                                     **self._item_checks("train"))
         loader = streaming_loader(dataset, self.batch_size, self.collator, self.loader.num_workers,
                                   self.loader.pin_memory)
         self._train_loader = loader

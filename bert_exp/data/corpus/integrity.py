@@ -9,8 +9,13 @@
 - **Chunks present and whole** (:func:`check_chunks`): every chunk the index names is there with its size
   (each launch: a listing); on a local copy, each chunk's sha256 is checked once per file version
   (:func:`verify_checksums`: size and mtime remembered in the cache, so a chunk rewritten in place is read
-  again); an object store's chunks are checked by size, and every token id read is checked against the
-  vocabulary (:func:`check_token_ids`) wherever the chunk came from.
+  again); an object store's chunks are checked by size, and each is checked against its sha256 once
+  after it is downloaded into the node's stream cache (:class:`DownloadedChunks`).
+- **Items whole** (:class:`ItemRules`): wherever the chunk came from, every field of every item read is
+  checked against what preparation writes (token ids in the vocabulary, [CLS] first and [SEP] last, a
+  length within ``max_seq_length``, segment B starting after a [SEP], a next-sentence label the objective
+  has), so damaged bytes that still unpack stop the run, named, instead of training or failing deep
+  inside the model.
 """
 
 from __future__ import annotations
@@ -19,15 +24,15 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ...records import write_json
 from ..hashing import file_sha256
-from .storage import Location, PreparedDataError
+from .storage import Location, PreparedDataError, is_disk_full
 
 log = logging.getLogger("bert_exp.data")
 
@@ -139,15 +144,93 @@ def verify_checksums(location: Location, meta: dict, memo_dir: Path) -> int:
             raise PreparedDataError(f"{path}: its sha256 is not the one meta.json records: the chunk is damaged "
                                     f"(delete {location} to prepare the data again)")
         memo[f"{split}/{chunk['filename']}"] = version
-    memo_path.parent.mkdir(parents=True, exist_ok=True)
-    write_json(memo_path, memo)
+    write_memo(memo_path, memo)
     return len(todo)
 
 
-def check_token_ids(ids: np.ndarray, vocab_size: int, where: Callable[[], str]) -> None:
-    """Token ids outside the vocabulary mean a damaged chunk (or data prepared with another vocabulary);
-    ``where()`` names the chunk (worked out only then)."""
-    if ids.size and (int(ids.max()) >= vocab_size or int(ids.min()) < 0):
-        bad = int(ids.max()) if int(ids.max()) >= vocab_size else int(ids.min())
-        raise PreparedDataError(f"{where()}: token id {bad} outside the vocabulary of {vocab_size}: the chunk is "
-                                "damaged (delete the prepared dataset to prepare it again)")
+@dataclass(frozen=True)
+class ItemRules:
+    """What every stored item is (:func:`bert_exp.data.corpus.preparation.group_items`): token ids
+    ``[CLS] A [SEP] (B [SEP])`` of at most ``max_seq_length``, and ``info`` = [uid, where B starts, label];
+    with ``pairs`` (NSP, SOP) B is there and the label 0 or 1, otherwise B starts at the end and the
+    label is -1. A handful of numpy reductions an item: nothing next to a training step."""
+
+    vocab_size: int
+    max_seq_length: int
+    pairs: bool
+    cls_id: int
+    sep_id: int
+
+    def problem(self, item: dict) -> str | None:
+        """What is wrong with ``item`` (as litdata unpacked it), or None."""
+        ids, info = np.asarray(item.get("input_ids")), np.asarray(item.get("info"))
+        if ids.ndim != 1 or info.shape != (3,) or ids.dtype.kind not in "iu" or info.dtype.kind not in "iu":
+            return f"an item of {ids.shape} token ids and {info.shape} info values (1-D ids and 3 info values)"
+        n = len(ids)
+        if not 2 <= n <= self.max_seq_length:
+            return f"an item of {n} tokens (from 2 to data.instances.max_seq_length={self.max_seq_length})"
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= self.vocab_size:
+            return f"token id {high if high >= self.vocab_size else low} outside the vocabulary of {self.vocab_size}"
+        if ids[0] != self.cls_id or ids[-1] != self.sep_id:
+            return "an item that does not start with [CLS] and end with [SEP]"
+        uid, b_start, label = (int(x) for x in info)
+        if uid < 0:
+            return f"an item uid {uid} below 0"
+        if self.pairs:
+            if label not in (0, 1):
+                return f"next-sentence label {label} (0 or 1)"
+            if not 2 <= b_start < n or ids[b_start - 1] != self.sep_id:
+                return f"segment B starting at {b_start} in {n} tokens (after a [SEP], before the end)"
+        else:
+            if label != -1:
+                return f"next-sentence label {label} where the objective has none (-1)"
+            if b_start != n:
+                return f"segment B starting at {b_start} in an item of one segment of {n} tokens"
+        return None
+
+
+class DownloadedChunks:
+    """The chunks of an object store's split as this node's stream cache holds them, each checked against
+    the sha256 meta.json records once after it is downloaded: a chunk replaced in the store by another of
+    the same size, or bytes damaged on the way, stop the run, named (and the download is removed, so the
+    next run fetches it again). The version of the file checked (size, mtime, ctime, inode) is remembered
+    under ``memo_dir`` (this node's cache), so a chunk kept between epochs or runs is not read again, and
+    one downloaded again is. Loader workers that check at once may each read a chunk; none is skipped."""
+
+    def __init__(self, location: str, split: str, meta: dict, memo_dir: Path):
+        self.location, self.split = location, split
+        self.sha256 = {chunk["filename"]: chunk["sha256"] for chunk in meta["chunks"][split]}
+        self.memo = Path(memo_dir) / "verified" / f"{meta['identity']}-{split}-downloaded.json"
+        self._current: tuple[str, str] | None = None  # the chunk this process reads now, checked
+
+    def check(self, filename: str, local: str) -> None:
+        if self._current == (filename, local):
+            return
+        stat = os.stat(local)
+        version = [str(Path(local).resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+        try:
+            memo = json.loads(self.memo.read_text())
+        except (OSError, ValueError):
+            memo = {}
+        if memo.get(filename) != version:
+            if file_sha256(Path(local)) != self.sha256.get(filename):
+                Path(local).unlink(missing_ok=True)
+                raise PreparedDataError(f"{self.location}/{self.split}/{filename}: its sha256 is not the one meta.json "
+                                        "records: the chunk is damaged or was replaced (delete "
+                                        f"{self.location} to prepare the data again)")
+            memo[filename] = version
+            write_memo(self.memo, memo)
+        self._current = (filename, local)
+
+
+def write_memo(path: Path, memo: dict) -> None:
+    """A checksum memo in this node's cache, written whole; a full disk is one line naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, memo)
+    except OSError as err:
+        if is_disk_full(err):
+            raise PreparedDataError(f"{path}: no space left on the device to remember which chunks were checked: "
+                                    "free some space in the cache (BERT_EXP_CACHE)") from None
+        raise

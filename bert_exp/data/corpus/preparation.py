@@ -27,8 +27,9 @@ interrupted preparation resumes), and the run's first process writes the indexes
 preparation's temporary directories as they go; where they were killed with it (SIGKILL to the process
 group), the temporary directories are named after the host and process that made them, and the next
 preparation removes those of this host's processes that are gone (:func:`remove_stale`). A full disk is one
-line naming the directory, checked before the work from the text's size (:data:`PREPARED_PER_TEXT_BYTE`)
-and again if it happens.
+line, checked before the work from the text's size (:data:`PREPARED_PER_TEXT_BYTE`) and again if it happens:
+while the chunks are written (naming the directory), or an index, a group's record or meta.json (naming the
+file; nothing half-written is kept).
 """
 
 from __future__ import annotations

@@ -7,13 +7,12 @@ local directory is built beside its final place and renamed into it."""
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import shutil
 from pathlib import Path
 
-from ...errors import UserError
+from ...errors import UserError, is_disk_full
 
 
 class PreparedDataError(UserError, ValueError):
@@ -82,14 +81,20 @@ class Location:
             raise PreparedDataError(f"{self.join(name)}: cannot be read ({err})") from None
 
     def write_text(self, name: str, text: str) -> None:
-        """Whole or not at all: a local file is written beside and renamed, an object put in one request."""
+        """Whole or not at all: a local file is written beside and renamed, an object put in one request. A
+        full disk is one line naming the file, with nothing half-written left."""
         if not self.remote:
             path = Path(self.url, name)
-            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
             try:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 tmp.write_text(text, encoding="utf-8")
                 os.replace(tmp, path)
+            except OSError as err:
+                if is_disk_full(err):
+                    raise PreparedDataError(f"{path}: no space left on the device while writing it: free some space, "
+                                            "or set data.prepare.dir") from None
+                raise
             finally:
                 tmp.unlink(missing_ok=True)
             return
@@ -156,7 +161,3 @@ def describe_s3_error(bucket: str, err: Exception) -> str:
     if name in ("EndpointConnectionError", "ConnectionClosedError", "ConnectTimeoutError"):
         return f"the object store cannot be reached ({err})"
     return f"cannot be used ({name}: {err})"
-
-
-def is_disk_full(err: BaseException) -> bool:
-    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)

@@ -4,8 +4,9 @@ Lightning's litdata chunk format (prepared by :mod:`bert_exp.data.corpus.prepara
 
 Training streams ``train/`` with :class:`StreamedInstances` (litdata's ``StreamingDataset``: its chunks are
 shuffled each epoch and shared out among the ranks and their loader workers); validation reads ``val/`` by
-index (:class:`PreparedInstances`), so each example is seen exactly once across ranks. Every item read is
-checked against the vocabulary (a damaged chunk stops the run, named).
+index (:class:`PreparedInstances`), so each example is seen exactly once across ranks. Every field of every
+item read is checked (:class:`.integrity.ItemRules`), and an object store's chunk against its sha256 once
+after it is downloaded (:class:`.integrity.DownloadedChunks`): a damaged chunk stops the run, named.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import numpy as np
 import torch
 import litdata.helpers
 from litdata import StreamingDataset
+from litdata.streaming.sampler import ChunkedIndex
 
-from .integrity import check_token_ids
+from .integrity import DownloadedChunks, ItemRules
 from .storage import PreparedDataError
 
 # litdata 0.2.44 asks pypi.org for a newer release (waiting up to 30 s) whenever a dataset or an optimize()
@@ -39,25 +41,41 @@ def to_sample(item: dict, mask_seed: int, epoch: int | None) -> dict:
             "mask_seed": seed % (1 << 63)}
 
 
-def checked_item(dataset: StreamingDataset, index, vocab_size: int | None) -> dict:
-    """litdata's item at ``index``, its token ids checked against the vocabulary (a damaged chunk is
-    named, not trained on)."""
+def checked_item(dataset: StreamingDataset, index, rules: ItemRules | None,
+                 downloads: DownloadedChunks | None = None) -> dict:
+    """litdata's item at ``index``, every field checked by ``rules``, and its chunk, where it was downloaded
+    from an object store, by ``downloads`` (a damaged chunk is named, not trained on)."""
     try:
         item = StreamingDataset.__getitem__(dataset, index)
     except (ValueError, IndexError, TypeError, KeyError, OverflowError) as err:  # damaged bytes, unpacked
+        if downloads is not None:  # a download that is not the chunk says so first
+            _check_download(dataset, index, downloads)
         raise PreparedDataError(f"{_chunk_name(dataset, index)}: cannot be read ({type(err).__name__}: {err}): the "
                                 "chunk is damaged (delete the prepared dataset to prepare it again)") from None
-    if vocab_size is not None:
-        check_token_ids(np.asarray(item["input_ids"]), vocab_size, lambda: _chunk_name(dataset, index))
+    if downloads is not None:
+        _check_download(dataset, index, downloads)
+    problem = rules.problem(item) if rules is not None else None
+    if problem:
+        raise PreparedDataError(f"{_chunk_name(dataset, index)}: {problem}: the chunk is damaged (delete the "
+                                "prepared dataset to prepare it again)")
     return item
 
 
-def _chunk_name(dataset: StreamingDataset, index) -> str:
+def _check_download(dataset: StreamingDataset, index, downloads: DownloadedChunks) -> None:
+    """The chunk of ``index`` as downloaded (litdata waited for the whole file before reading the item)."""
+    chunk = _chunk_index(dataset, index)
+    config = dataset.cache._reader.config
+    downloads.check(config._chunks[chunk]["filename"], config[ChunkedIndex(index=-1, chunk_index=chunk)][0])
+
+
+def _chunk_index(dataset: StreamingDataset, index) -> int:
     chunk = getattr(index, "chunk_index", None)
+    return dataset.cache._get_chunk_index_from_index(int(index))[1] if chunk is None else chunk
+
+
+def _chunk_name(dataset: StreamingDataset, index) -> str:
     try:
-        if chunk is None:
-            chunk = dataset.cache._get_chunk_index_from_index(int(index))[1]
-        name = dataset.cache._reader.config._chunks[chunk]["filename"]
+        name = dataset.cache._reader.config._chunks[_chunk_index(dataset, index)]["filename"]
         return f"{dataset.input_dir.url or dataset.input_dir.path}/{name}"
     except Exception:  # noqa: BLE001  litdata's internals differ between releases: name the dataset then
         return f"a chunk of {dataset.input_dir.url or dataset.input_dir.path}"
@@ -69,12 +87,13 @@ class StreamedInstances(StreamingDataset):
     chunk shuffled. Each item becomes a sample whose dynamic masks follow (its uid, the epoch)."""
 
     def __init__(self, input_dir: str, mask_seed: int, static_masks: bool, shuffle_seed: int,
-                 cache_dir: str | None = None, vocab_size: int | None = None):
+                 cache_dir: str | None = None, rules: ItemRules | None = None,
+                 downloads: DownloadedChunks | None = None):
         super().__init__(input_dir, cache_dir=cache_dir, shuffle=True, drop_last=True, seed=shuffle_seed)
-        self.mask_seed, self.static_masks, self.vocab_size = mask_seed, static_masks, vocab_size
+        self.mask_seed, self.static_masks, self.rules, self.downloads = mask_seed, static_masks, rules, downloads
 
     def __getitem__(self, index):
-        item = checked_item(self, index, self.vocab_size)
+        item = checked_item(self, index, self.rules, self.downloads)
         return to_sample(item, self.mask_seed, None if self.static_masks else self.current_epoch)
 
 
@@ -84,9 +103,9 @@ class PreparedInstances(torch.utils.data.Dataset):
     receive a copy of it."""
 
     def __init__(self, input_dir: str, mask_seed: int, length: int, cache_dir: str | None = None,
-                 vocab_size: int | None = None):
+                 rules: ItemRules | None = None, downloads: DownloadedChunks | None = None):
         self.input_dir, self.mask_seed, self.length, self.cache_dir = input_dir, mask_seed, length, cache_dir
-        self.vocab_size = vocab_size
+        self.rules, self.downloads = rules, downloads
         self._dataset = None
 
     def __getstate__(self):
@@ -98,5 +117,5 @@ class PreparedInstances(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> dict:
         if self._dataset is None:
             self._dataset = StreamingDataset(self.input_dir, cache_dir=self.cache_dir)
-        return to_sample(checked_item(self._dataset, int(index), self.vocab_size), self.mask_seed, 0)
+        return to_sample(checked_item(self._dataset, int(index), self.rules, self.downloads), self.mask_seed, 0)
 
