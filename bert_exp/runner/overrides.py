@@ -22,7 +22,7 @@ def refused_key(err: BaseException) -> str | None:
 
 def _overrides(args: list[str]) -> list[str]:
     """The overrides among the command's arguments (flags and their values left out), a sweep's first job's."""
-    from .sweep_configs import _strip_cfg, expand
+    from .command_line import _strip_cfg, expand
 
     overrides = [a for a in _strip_cfg(args)[0] if not a.startswith("-")]
     return expand(overrides)[0] if overrides else []

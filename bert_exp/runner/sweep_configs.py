@@ -3,42 +3,11 @@ refuses --cfg together with --multirun)."""
 
 from __future__ import annotations
 
-import itertools
 import sys
 
 from omegaconf import OmegaConf, open_dict
 
-
-def _strip_cfg(args: list[str]) -> tuple[list[str], str | None]:
-    out, package, skip = [], None, False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if arg in ("--cfg", "-c"):
-            skip = i + 1 < len(args) and args[i + 1] in ("job", "hydra", "all")
-            continue
-        if arg in ("--package", "-p"):
-            package, skip = (args[i + 1] if i + 1 < len(args) else None), True
-            continue
-        if arg.startswith("--cfg=") or arg.startswith("--"):
-            continue
-        out.append(arg)
-    return out, package
-
-
-def expand(overrides: list[str]) -> list[list[str]]:
-    """Each job's overrides: the cartesian product of the sweep overrides (``key=a,b``, ``range(...)``)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    choices = []
-    for override in OverridesParser.create().parse_overrides(overrides):
-        if override.is_sweep_override():
-            key = override.get_key_element()
-            choices.append([f"{key}={value}" for value in override.sweep_string_iterator()])
-        else:
-            choices.append([override.input_line])
-    return [list(job) for job in itertools.product(*choices)]
+from .command_line import _strip_cfg, expand
 
 
 def print_sweep_configs(args: list[str], cfg_type: str) -> int:

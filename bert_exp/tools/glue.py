@@ -92,7 +92,7 @@ def run_cells(info: dict) -> tuple[tuple[float, ...], float]:
 def at_best_checkpoint(info: dict) -> dict:
     """The run's record with its metrics as they were at its best checkpoint (the one scored again and
     predicting the test sets), read from its CSV log; as recorded at its end where there is no log."""
-    from .report import read_curves
+    from .run_info import read_curves
 
     run_dir, monitor, best = Path(info.get("run_dir", ".")), info.get("monitor"), info.get("best_score")
     if best is None or not (run_dir / "logs" / "metrics.csv").is_file():
@@ -174,6 +174,27 @@ def with_preset(task: GlueTask, choices: list[str]) -> GlueTask:
                                 + (f"; did you mean {close[0]}?" if close else ""))
             return replace(task, experiment=preset)
     return task
+
+
+def glue_runs_table(directories: list[Path]) -> str:
+    """GLUE's table from run directories (or directories holding them, as the glue tool's --out does)."""
+    from ..runner.run_dir import run_state
+    from .run_info import read_info
+
+    runs = []
+    for directory in map(Path, directories):
+        found = [directory] if (directory / "run.json").is_file() else sorted(
+            p.parent for p in directory.glob("**/run.json"))
+        if not found:
+            raise UserError(f"{directory}: no run.json in it or under it")
+        runs += found
+    infos = []
+    for run_dir in runs:
+        info = read_info(run_dir)
+        if info.get("status") != "finished":
+            raise UserError(f"{run_dir}: {run_state(run_dir, info)}, not finished (GLUE's table reads finished runs)")
+        infos.append(dict(info, run_dir=str(run_dir)))
+    return glue_table(best_per_task(infos))
 
 
 def job_overrides(task: GlueTask, source_overrides: list[str], lr: float, seed: int, extra: list[str]) -> list[str]:

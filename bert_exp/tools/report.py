@@ -13,10 +13,8 @@ tables of ``docs/results/`` are rebuilt from their run directories this way.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
@@ -26,32 +24,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from ..errors import UserError  # noqa: E402
 from ..runner.run_dir import run_state  # noqa: E402
-from .run_info import job_labels, read_info  # noqa: E402
+from .run_info import job_labels, read_curves, read_info  # noqa: E402
 from .sweep import job_dirs, summarize, write_summary  # noqa: E402
+from .glue import glue_runs_table  # noqa: E402
 from .table import runs_table  # noqa: E402
-
-
-def read_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """metric -> [(step, value)] from the CSV logger; a step logged twice (a run resumed in place
-    repeats the steps after its last checkpoint) keeps its last value."""
-    path = run_dir / "logs" / "metrics.csv"
-    if not path.is_file():
-        raise UserError(f"{path} does not exist: the report reads the CSV logger's file (logger=default or csv)")
-    curves: dict[str, dict[int, float]] = defaultdict(dict)
-    line = 1
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            for row in reader:
-                line = reader.line_num
-                step = int(row["step"])
-                for key, value in row.items():
-                    if key not in ("step", "epoch") and value not in ("", None):
-                        curves[key][step] = float(value)
-    except (ValueError, KeyError, TypeError, csv.Error, UnicodeDecodeError) as err:
-        raise UserError(f"{path}, line {line}: not a metrics file the CSV logger wrote ({type(err).__name__}: "
-                        f"{err})") from None
-    return {key: sorted(points.items()) for key, points in curves.items()}
 
 
 def _plot(curves: dict[str, list], keys: list[str], title: str, path: Path) -> Path | None:
@@ -201,26 +177,6 @@ def report(directory: Path) -> Path:
         return sweep_report(directory, out)
     raise UserError(f"{directory}: neither a run directory (run.json), a sweep directory (*/run.json) nor a "
                     "pipeline (pipeline.json)")
-
-
-def glue_runs_table(directories: list[Path]) -> str:
-    """GLUE's table from run directories (or directories holding them, as the glue tool's --out does)."""
-    from .glue import best_per_task, glue_table
-
-    runs = []
-    for directory in map(Path, directories):
-        found = [directory] if (directory / "run.json").is_file() else sorted(
-            p.parent for p in directory.glob("**/run.json"))
-        if not found:
-            raise UserError(f"{directory}: no run.json in it or under it")
-        runs += found
-    infos = []
-    for run_dir in runs:
-        info = read_info(run_dir)
-        if info.get("status") != "finished":
-            raise UserError(f"{run_dir}: {run_state(run_dir, info)}, not finished (GLUE's table reads finished runs)")
-        infos.append(dict(info, run_dir=str(run_dir)))
-    return glue_table(best_per_task(infos))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,9 +24,9 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ...errors import hub_refusal
 from ..hashing import config_key
 from .files import CorpusError, is_corpus_file
+from ..hub_datasets import HubDatasetError, hub_commit, local_version, lock, open_streaming
 from .storage import Location, describe_s3_error
 
 log = logging.getLogger("bert_exp.data")
@@ -73,12 +73,6 @@ def is_remote(spec) -> bool:
 
 # -- s3 ----------------------------------------------------------------------------------------------
 
-
-def _lock(path: Path):
-    from filelock import FileLock
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(path) + ".lock")
 
 
 def _s3_objects(url: str) -> list[dict]:
@@ -140,42 +134,28 @@ def stage_s3(url: str, root: Path) -> list[Path]:
 # -- datasets ----------------------------------------------------------------------------------------
 
 
+
+
+def _lock(path: Path):
+    return lock(path)
+
+
 def _local_version(dataset: str) -> list | None:
-    """A local folder's files (name, size, mtime): a change to them stages the corpus again."""
-    folder = Path(dataset).expanduser()
-    if not folder.is_dir():
-        return None
-    return [[str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns]
-            for p in sorted(folder.rglob("*")) if p.is_file()]
+    return local_version(dataset)
 
 
 def _hub_commit(source: DatasetSource) -> tuple[str | None, str]:
-    """The commit that a Hub dataset's revision (``main`` when none is given) names now, or None and why
-    not when the Hub cannot be asked (offline, unreachable, or failing on its side). Anything the user can
-    fix (no such local folder nor Hub id, a missing revision, a refused token, a gated dataset) is one line."""
-    from huggingface_hub import HfApi, constants
-    from huggingface_hub.errors import HfHubHTTPError, HFValidationError, RepositoryNotFoundError, RevisionNotFoundError
-
-    config = _datasets(source).config
-    if config.HF_HUB_OFFLINE or constants.HF_HUB_OFFLINE:  # HF_HUB_OFFLINE or HF_DATASETS_OFFLINE
-        return None, "offline mode is set"
     try:
-        return HfApi(endpoint=config.HF_ENDPOINT).dataset_info(source.dataset, revision=source.revision).sha, ""
-    except HFValidationError:
-        raise CorpusError(f"data.files: {source}: no such local folder, and not a Hub dataset id "
-                          "(OWNER/NAME)") from None
-    except (RepositoryNotFoundError, RevisionNotFoundError) as err:  # gated ones too
-        missing = type(err) is RepositoryNotFoundError
-        raise CorpusError(f"data.files: {source}: {hub_refusal(err, 'dataset', config.HF_ENDPOINT, source.revision)}"
-                          + ("; a local folder must exist" if missing else "")) from None
-    except HfHubHTTPError as err:
-        status = getattr(err.response, "status_code", None)
-        if status is not None and status < 500 and status != 429:  # a refused token, a bad request: not transient
-            raise CorpusError(f"data.files: {source}: the Hub answered {status}: "
-                              f"{str(err).splitlines()[0]}") from None
-        return None, str(err).splitlines()[0]
-    except Exception as err:  # noqa: BLE001  OfflineModeIsEnabled, the HTTP client's connection errors
-        return None, str(err).splitlines()[0] if str(err) else type(err).__name__
+        return hub_commit(source)
+    except HubDatasetError as err:
+        raise CorpusError(str(err)) from None
+
+
+def _open_streaming(source: DatasetSource, commit: str | None):
+    try:
+        return open_streaming(source, commit)
+    except HubDatasetError as err:
+        raise CorpusError(str(err)) from None
 
 
 def _staged_prefix(source: DatasetSource) -> str:
@@ -223,24 +203,6 @@ def stage_dataset(source: DatasetSource, root: Path) -> list[Path]:
     return sorted(target.glob("shard-*.parquet"))
 
 
-def _datasets(source: DatasetSource):
-    try:
-        import datasets
-    except ImportError:
-        raise CorpusError(f"data.files: {source}: reading a datasets corpus needs the datasets package: "
-                          "pip install 'bert_exp[datasets]'") from None
-    return datasets
-
-
-def _open_streaming(source: DatasetSource, commit: str | None):
-    datasets = _datasets(source)
-    try:
-        return datasets.load_dataset(source.dataset, source.name, split=source.split,
-                                     revision=commit or source.revision, streaming=True)
-    except Exception as err:  # noqa: BLE001  DatasetNotFoundError, ValueError (a split or config), network
-        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise CorpusError(f"data.files: {source}: cannot be opened with datasets.load_dataset "
-                          f"({type(err).__name__}: {detail})") from None
 
 
 def _stream_to_parquet(source: DatasetSource, target: Path, commit: str | None) -> None:

@@ -14,12 +14,25 @@ import os
 import shutil
 from pathlib import Path
 
-from ..corpus.files import CorpusError
-from ..corpus.sources import DatasetSource, _hub_commit, _local_version, _lock, _open_streaming
+from dataclasses import dataclass
+
 from ..hashing import config_key
+from ..hub_datasets import HubDatasetError, hub_commit, local_version, lock, open_streaming
 from ..loading import DataFileError
 
 log = logging.getLogger("bert_exp.data")
+
+
+@dataclass(frozen=True)
+class HubSplit:
+    dataset: str
+    name: str | None = None
+    split: str = "train"
+    revision: str | None = None
+
+    def __str__(self) -> str:
+        return f"datasets:{self.dataset}" + (f"/{self.name}" if self.name else "") + f"[{self.split}]"
+
 FIELD_SAFE = str.maketrans({"\t": " ", "\n": " ", "\r": " "})  # a TSV field holds no tab nor line break
 
 
@@ -34,10 +47,10 @@ def _config_and_split(config: str, value: str) -> tuple[str, str]:
     return (name, split) if sep else (config, value)
 
 
-def _rows(source: DatasetSource, commit: str | None, columns: list[str], label_names: bool):
+def _rows(source: HubSplit, commit: str | None, columns: list[str], label_names: bool):
     """(header, rows) of one split: its text columns, its label (names or numbers; none in a test split,
     whose labels are -1) and its idx."""
-    dataset = _open_streaming(source, commit)
+    dataset = open_streaming(source, commit, "data.hub")
     present = dataset.column_names or []
     missing = [c for c in [*columns, "idx"] if c not in present]
     if missing:
@@ -64,12 +77,12 @@ def stage_glue(spec: str, hub_config: dict, root: Path, label_names: bool) -> di
     dataset, revision = parse_hub(spec)
     name, columns = hub_config["name"], list(hub_config["text_columns"])
     splits = {set_name: _config_and_split(name, value) for set_name, value in hub_config["splits"].items()}
-    probe = DatasetSource(dataset, name, revision=revision)
+    probe = HubSplit(dataset, name, revision=revision)
     try:
-        local = _local_version(dataset)
-        commit, unreachable = (None, "") if local is not None else _hub_commit(probe)
-    except CorpusError as err:
-        raise DataFileError(str(err).replace("data.files:", "data.hub:", 1)) from None
+        local = local_version(dataset)
+        commit, unreachable = (None, "") if local is not None else hub_commit(probe, "data.hub")
+    except HubDatasetError as err:
+        raise DataFileError(str(err)) from None
     what = {"dataset": dataset, "revision": revision, "splits": splits, "columns": columns, "names": label_names}
     prefix = dataset.strip("/").replace("/", "--").replace("~", "") + f"-{name}"
     if local is None and commit is None:
@@ -82,7 +95,7 @@ def stage_glue(spec: str, hub_config: dict, root: Path, label_names: bool) -> di
         return {s: staged / f"{s}.tsv" for s in splits}
     target = root / f"{prefix}-{config_key(what, local if commit is None else commit)[:16]}"
     if not (target / "staged.json").is_file():
-        with _lock(target):
+        with lock(target):
             if not (target / "staged.json").is_file():
                 _write(target, dataset, splits, columns, label_names, commit, what)
     return {s: target / f"{s}.tsv" for s in splits}
@@ -95,7 +108,7 @@ def _write(target: Path, dataset: str, splits: dict, columns: list[str], label_n
     counts = {}
     try:
         for set_name, (config, split) in splits.items():
-            source = DatasetSource(dataset, config, split, what["revision"])
+            source = HubSplit(dataset, config, split, what["revision"])
             try:
                 header, rows = _rows(source, commit, columns, label_names)
                 with open(building / f"{set_name}.tsv", "w", encoding="utf-8", newline="") as f:
@@ -104,8 +117,8 @@ def _write(target: Path, dataset: str, splits: dict, columns: list[str], label_n
                     for row in rows:
                         f.write("\t".join(map(str, row)) + "\n")
                         counts[set_name] += 1
-            except CorpusError as err:
-                raise DataFileError(str(err).replace("data.files:", "data.hub:", 1)) from None
+            except HubDatasetError as err:
+                raise DataFileError(str(err)) from None
         (building / "staged.json").write_text(json.dumps({**what, "commit": commit, "rows": counts}, indent=1))
         shutil.rmtree(target, ignore_errors=True)
         os.replace(building, target)
