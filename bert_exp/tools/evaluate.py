@@ -111,6 +111,32 @@ def job_overrides(source: Source, task: str, seed: int, extra: list[str]) -> lis
             *extra]
 
 
+def run_job(job_dir: Path, overrides: list[str], label: str, dry_run: bool = False) -> dict | None:
+    """One ``python -m bert_exp`` job in ``job_dir``: its run.json, read when it finished earlier, else run
+    (None with ``dry_run``: the command is only printed). Another job's directory, a stopped job and a
+    failed one are one line each; running the same command again continues an interrupted job."""
+    command = [sys.executable, "-m", "bert_exp", *overrides, f"hydra.run.dir={job_dir}"]
+    try:  # a directory holding another job (other overrides, a changed source) is refused
+        info = finished_job(job_dir, overrides)
+    except ConfigError as err:
+        raise EvaluateError(f"{err} (another --out keeps both)") from None
+    if info is not None:
+        return info
+    job = label.partition(": ")[2]  # "evaluate: sst2 seed 42" -> the job's own words
+    print(f"{label}: {' '.join(command[1:])}", flush=True)
+    if dry_run:
+        return None
+    code = run_child(command)
+    info = read_run_info(job_dir)
+    if code in INTERRUPTED:
+        raise EvaluateInterrupted(code, f"{job} was stopped (exit code {code}), its last.ckpt in {job_dir}. Run the "
+                                  "same command again to continue it")
+    if code != 0 or not info:
+        raise EvaluateError(f"{job} failed (exit code {code}); see {job_dir}. Run the same command again: "
+                            "finished jobs are skipped")
+    return info
+
+
 def run_suite(sources: list[Source], tasks: list[str], seeds: list[int], out: Path, extra: list[str],
               dry_run: bool = False) -> dict:
     """Runs (or, finished earlier, reads) every job; returns {label: {task: [values]}}."""
@@ -121,24 +147,9 @@ def run_suite(sources: list[Source], tasks: list[str], seeds: list[int], out: Pa
             for seed in seeds:
                 job_dir = out / source.label / task / f"seed{seed}"
                 overrides = job_overrides(source, task, seed, extra)
-                command = [sys.executable, "-m", "bert_exp", *overrides, f"hydra.run.dir={job_dir}"]
-                try:  # a directory holding another job (other overrides, a changed source) is refused
-                    info = finished_job(job_dir, overrides)
-                except ConfigError as err:
-                    raise EvaluateError(f"{err} (another --out keeps both)") from None
+                info = run_job(job_dir, overrides, f"evaluate: {source.label} {task} seed {seed}", dry_run)
                 if info is None:
-                    print(f"evaluate: {source.label} {task} seed {seed}: {' '.join(command[1:])}", flush=True)
-                    if dry_run:
-                        continue
-                    code = run_child(command)
-                    info = read_run_info(job_dir)
-                    if code in INTERRUPTED:
-                        raise EvaluateInterrupted(code, f"{source.label} {task} seed {seed} was stopped (exit code "
-                                                  f"{code}), its last.ckpt in {job_dir}. Run the same command "
-                                                  "again to continue it")
-                    if code != 0 or not info:
-                        raise EvaluateError(f"{source.label} {task} seed {seed} failed (exit code {code}); see "
-                                            f"{job_dir}. Run the same command again: finished jobs are skipped")
+                    continue
                 value = (info.get("metrics") or {}).get(metric)
                 if value is None:
                     reason = "null: it was not finite" if metric in (info.get("metrics") or {}) else "missing"

@@ -205,10 +205,7 @@ def job_overrides(task: GlueTask, source_overrides: list[str], lr: float, seed: 
 def run_jobs(source, tasks: list[GlueTask], lrs: list[float], restarts: int, first_seed: int, out: Path,
              extra: list[str], dry_run: bool = False) -> list[dict]:
     """Every (task, rate, seed) job, run or read when finished earlier; their run.json records."""
-    from ..runner.children import INTERRUPTED, run_child
-    from ..runner.run_dir import finished_job, read_run_info
-    from ..runner.validation import ConfigError
-    from .evaluate import EvaluateError, EvaluateInterrupted
+    from .evaluate import run_job
 
     infos = []
     for task in tasks:
@@ -216,24 +213,10 @@ def run_jobs(source, tasks: list[GlueTask], lrs: list[float], restarts: int, fir
         for lr in lrs:
             for seed in seeds:
                 job_dir = out / task.name / f"lr{lr:g}-seed{seed}"
-                overrides = job_overrides(task, source.overrides, lr, seed, extra)
-                command = [sys.executable, "-m", "bert_exp", *overrides, f"hydra.run.dir={job_dir}"]
-                try:
-                    info = finished_job(job_dir, overrides)
-                except ConfigError as err:
-                    raise EvaluateError(f"{err} (another --out keeps both)") from None
+                info = run_job(job_dir, job_overrides(task, source.overrides, lr, seed, extra),
+                               f"glue: {task.name} lr {lr:g} seed {seed}", dry_run)
                 if info is None:
-                    print(f"glue: {task.name} lr {lr:g} seed {seed}: {' '.join(command[1:])}", flush=True)
-                    if dry_run:
-                        continue
-                    code = run_child(command)
-                    info = read_run_info(job_dir)
-                    if code in INTERRUPTED:
-                        raise EvaluateInterrupted(code, f"{task.name} lr {lr:g} seed {seed} was stopped (exit "
-                                                  f"code {code}); run the same command again to continue it")
-                    if code != 0 or not info:
-                        raise EvaluateError(f"{task.name} lr {lr:g} seed {seed} failed (exit code {code}); see "
-                                            f"{job_dir}. Run the same command again: finished jobs are skipped")
+                    continue
                 infos.append(dict(info, run_dir=str(job_dir), lr=lr, seed=seed))
     return infos
 

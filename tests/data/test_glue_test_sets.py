@@ -150,3 +150,12 @@ def test_one_zip_of_every_task_refuses_a_name_twice(tmp_path):
     with pytest.raises(UserError, match="RTE.tsv: predicted by two runs"):
         zip_submissions([a / "RTE.tsv", b / "RTE.tsv"], tmp_path / "twice.zip")
     assert not (tmp_path / "twice.zip").exists()
+
+
+def test_scoring_encodes_the_dev_sets_only(data_dir):
+    """setup("validate") (python -m bert_exp.score) does not tokenize the training set; fitting does."""
+    module = sst2(data_dir)
+    module.setup("validate")
+    assert list(module.datasets) == ["dev"] and len(module.datasets["dev"]) == 872
+    module.setup("fit")
+    assert list(module.datasets) == ["train", "dev"] and len(module.datasets["train"]) == 67349

@@ -337,11 +337,14 @@ class GlueDataModule(TrainAndValSetsDataModule):
                                for enc, e in zip(encodings, examples)])
 
     def setup(self, stage: str | None = None) -> None:
+        """The training set is encoded only for fitting (scoring a run reads its dev sets: the training
+        file only where the dev set is cut from it)."""
         self.from_hub()
-        train, held_out = self.train_and_held_out()
+        fitting = stage in (None, "fit")
+        train, held_out = self.train_and_held_out() if fitting or self.hold_out else ([], [])
         if self.limit_train_examples:
             train = train[: self.limit_train_examples]
-        self.datasets = {"train": self.encode(train)}
+        self.datasets = {"train": self.encode(train)} if fitting else {}
         for name, path in self.val_files.items():
             held = self.hold_out is not None and name == self.hold_out.name
             self.datasets[name] = self.encode(held_out if held else self.read(path))
