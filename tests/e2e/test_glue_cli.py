@@ -1,8 +1,9 @@
 """The GLUE presets end to end through the CLI, on the rows in the data directory: all-MiniLM-L6-v2
 fine-tuned on STS-B, RTE and MRPC with short recipes, each run's monitored metric the one BERT's Table 1
-reports. STS-B learns within a short run and is held to a floor; on RTE and MRPC this model stays near the
-majority class even with the paper's full recipe (docs/results/glue.md), so their runs are checked for what
-they read, map and report. (WNLI reads as RTE does, integer labels: tests/data/test_glue.py.)"""
+reports. STS-B and MRPC learn within a short run and are held to floors above chance; on RTE this model
+stays near chance with every recipe measured, on either implementation (docs/results/glue.md), so its run
+is checked for what it reads, maps and reports. (WNLI reads as RTE does, integer labels:
+tests/data/test_glue.py.)"""
 
 import json
 
@@ -41,17 +42,24 @@ def test_stsb_learns_similarity(env, tmp_path):
 def test_rte_and_its_labelled_test_rows(env, tmp_path):
     """String labels (entailment / not_entailment) mapped; accuracy on dev and on the labelled test rows."""
     info, _ = finetune(env, tmp_path / "run", "glue_rte_minilm_local", "trainer.max_steps=10",
-                       "trainer.val_check_interval=10", "global_batch_size=16", "trainer.limit_val_batches=2")
+                       "trainer.val_check_interval=10", "global_batch_size=16", "trainer.limit_val_batches=2",
+                       "data.loader.eval_batch_size=32")
     metrics = info["metrics"]
     assert info["monitor"] == "val/acc" and metrics["val/acc"] == metrics["val/dev/acc"]
     assert 0.0 < metrics["val/test/acc"] < 1.0 and info["fresh_parameters"] == ["classifier.weight", "classifier.bias"]
 
 
-def test_mrpc_f1_of_the_paraphrases(env, tmp_path):
-    """The dev set held out of the training file; F1 (monitored) beside accuracy."""
-    info, _ = finetune(env, tmp_path / "run", "glue_mrpc_minilm_local", "trainer.max_steps=10",
-                       "trainer.val_check_interval=10", "global_batch_size=16", "trainer.limit_val_batches=2")
+def test_mrpc_learns_the_paraphrases(env, tmp_path):
+    """The dev set held out of the training file (its last 408 rows, 70.8 % paraphrases); F1 (monitored)
+    beside accuracy, and the Matthews correlation, 0 for the majority answer, which shows learning where
+    accuracy and F1 start high."""
+    info, out = finetune(env, tmp_path / "run", "glue_mrpc_minilm_local", "trainer.max_steps=80",
+                         "trainer.val_check_interval=80", "global_batch_size=16", "optim.optimizer.lr=1e-4",
+                         "task.module.pooling=mean", "task.module.metrics=[f1,acc,mcc]")
     metrics = info["metrics"]
     assert info["monitor"] == "val/f1" and metrics["val/f1"] == metrics["val/dev/f1"]
-    assert 0.0 <= metrics["val/f1"] <= 1.0 and 0.0 < metrics["val/dev/acc"] < 1.0
-
+    assert "result: finished, step 80, val/f1 = " in out
+    # always "paraphrase" scores accuracy 0.708, F1 0.829 and MCC 0 on these 408 pairs. Measured 2026-11-27
+    # (AMD EPYC; bf16 and fp32 gave the same predictions): MCC 0.245, accuracy 0.735, F1 0.837 (seed 42); MCC 0.241,
+    # 0.735, 0.839 (seed 43). The full recipe reaches accuracy 0.770 (docs/results/glue.md)
+    assert metrics["val/dev/mcc"] > 0.15 and metrics["val/dev/acc"] > 0.708, metrics
