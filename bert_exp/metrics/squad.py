@@ -139,6 +139,28 @@ def tune_null_threshold(examples, span_predictions: dict[str, str], null_odds: d
     return threshold, best
 
 
+def answerability(examples, span_predictions: dict[str, str], null_odds: dict[str, float]) -> dict[str, float]:
+    """What limits a SQuAD 2.0 model, apart: ``HasAns_span_f1``, the answerable questions' F1 had each been
+    answered with its best span (how well it finds answers), and ``NoAns_auroc``, how well its null odds
+    rank the unanswerable questions above the answerable ones (ROC AUC: 0.5 is chance, 1.0 perfect),
+    counted pair by pair (the Mann-Whitney form: ties count half). ``span_predictions``: the best non-null
+    spans, no threshold applied."""
+    has_answer = _has_answer(examples)
+    _, f1_raw = _raw_scores(examples, span_predictions)
+    answerable = [qid for qid, h in has_answer.items() if h]
+    unanswerable = [qid for qid, h in has_answer.items() if not h]
+    result = {}
+    if answerable:
+        result["HasAns_span_f1"] = 100.0 * sum(f1_raw[qid] for qid in answerable) / len(answerable)
+    if answerable and unanswerable:
+        import torch
+
+        no = torch.tensor([null_odds[qid] for qid in unanswerable], dtype=torch.float64)[:, None]
+        has = torch.tensor([null_odds[qid] for qid in answerable], dtype=torch.float64)[None, :]
+        result["NoAns_auroc"] = float((no > has).double().mean() + 0.5 * (no == has).double().mean())
+    return result
+
+
 def v2_summary(metrics: dict, threshold: float) -> str | None:
     """The line a SQuAD 2.0 run ends with: F1 and EM at the configured null-score threshold, overall and
     for the answerable (HasAns) and unanswerable (NoAns) questions, then the official script's best F1
@@ -156,4 +178,7 @@ def v2_summary(metrics: dict, threshold: float) -> str | None:
     if "best_f1" in m:
         line += (f"; best F1 {m['best_f1']:.2f} at threshold {m['best_f1_thresh']:.3g}, tuned on these same "
                  "questions (the official script's best_f1)")
+    if "HasAns_span_f1" in m and "NoAns_auroc" in m:
+        line += (f". Answering every answerable question with its best span: HasAns F1 {m['HasAns_span_f1']:.2f}; "
+                 f"the null odds rank unanswerable above answerable with ROC AUC {m['NoAns_auroc']:.3f} (0.5: chance)")
     return line

@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 
 from bert_exp.data.tasks.squad import (AnswerSelection, DataFileError, SquadDataModule, SquadEvaluator, SquadExample,
                                  SquadFeature, SquadSelection, check_no_shared_contexts, read_selections, read_squad)
-from bert_exp.metrics.squad import tune_null_threshold
+from bert_exp.metrics.squad import answerability, tune_null_threshold, v2_summary
 from bert_exp.resources import minilm_dir
 from helpers import compose_config
 
@@ -148,6 +148,7 @@ def test_the_evaluator_answers_at_the_tuned_threshold():
     predictions, null_odds, metrics = evaluator.evaluate([p[0] for p in pairs], [p[1] for p in pairs])
     assert metrics["null_threshold"] == pytest.approx(2.0) and metrics["threshold_f1"] == 100.0
     assert predictions == {"e1": "cat", "e2": ""} and metrics["f1"] == 100.0
+    assert metrics["HasAns_span_f1"] == 100.0 and metrics["NoAns_auroc"] == 1.0  # e2's odds above e1's
     fixed, _ = evaluator.answers([p[0] for p in pairs[:2]], [p[1] for p in pairs[:2]])
     assert fixed == {"e1": "", "e2": ""}  # at the configured threshold 0 it would have abstained on e1
 
@@ -157,3 +158,22 @@ def test_a_limited_training_set_draws_from_every_selection():
     train = dm.training_examples()
     assert len(train) == 600
     assert abs(sum(e.is_impossible for e in train) - 600 * 1987 / 11356) <= 1  # the unanswerable share kept (105)
+
+
+def test_answerability_separates_finding_answers_from_knowing_when_to_abstain():
+    examples = [_question("a", True), _question("b", True), _question("c", False), _question("d", False)]
+    spans = {"a": "cat", "b": "sat", "c": "cat", "d": "cat"}  # b's best span is wrong
+    # the null odds rank d above both answerable questions, c above b but below a: 3 of 4 pairs right
+    result = answerability(examples, spans, {"a": 1.0, "b": -2.0, "c": 0.0, "d": 3.0})
+    assert result == {"HasAns_span_f1": 50.0, "NoAns_auroc": 0.75}
+    assert answerability(examples, spans, {"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0})["NoAns_auroc"] == 0.5  # ties
+    assert answerability(examples, spans, {"a": -1e9, "b": -5.0, "c": 2.0, "d": 1e9})["NoAns_auroc"] == 1.0
+    assert answerability(examples[:2], spans, {"a": 1.0, "b": 2.0}) == {"HasAns_span_f1": 50.0}  # no AUC without both
+
+
+def test_the_summary_line_names_what_limits_the_model():
+    metrics = {"val/f1": 52.85, "val/exact_match": 50.95, "val/HasAns_f1": 33.73, "val/HasAns_exact": 29.89,
+               "val/NoAns_f1": 71.43, "val/NoAns_exact": 71.43, "val/HasAns_span_f1": 81.1, "val/NoAns_auroc": 0.636}
+    line = v2_summary(metrics, 0.0)
+    assert line.endswith("Answering every answerable question with its best span: HasAns F1 81.10; the null odds "
+                         "rank unanswerable above answerable with ROC AUC 0.636 (0.5: chance)")

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from ...metrics.squad import evaluate_v1, evaluate_v2, tune_null_threshold
+from ...metrics.squad import answerability, evaluate_v1, evaluate_v2, tune_null_threshold
 from ..base import VocabularyDataModule
 from ..loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, read_utf8
 
@@ -351,8 +351,14 @@ class SquadEvaluator:
         if self.version_2 and self.tune_examples:
             threshold, tune_f1 = self.tune_threshold(start_logits[n:], end_logits[n:])
             tuned = {"null_threshold": threshold, "threshold_f1": tune_f1}
-        predictions, null_odds = self.answers(start_logits[:n], end_logits[:n], threshold)
-        return predictions, null_odds, {**self.score(predictions, null_odds), **tuned}
+        if not self.version_2:
+            predictions, null_odds = self.answers(start_logits[:n], end_logits[:n])
+            return predictions, null_odds, self.score(predictions, null_odds)
+        spans, null_odds = self.answers(start_logits[:n], end_logits[:n], math.inf)  # the best span of each
+        threshold = self.selection.null_score_diff_threshold if threshold is None else threshold
+        predictions = {qid: "" if null_odds[qid] > threshold else span for qid, span in spans.items()}
+        diagnosis = answerability(self.examples, spans, null_odds)
+        return predictions, null_odds, {**self.score(predictions, null_odds), **tuned, **diagnosis}
 
     def score(self, predictions: dict, null_odds: dict) -> dict[str, float]:
         """The official metrics: exact_match and f1 (and v2.0's HasAns/NoAns breakdown)."""
