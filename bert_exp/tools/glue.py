@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,9 +235,10 @@ def write_submissions(chosen: dict[str, dict], out: Path) -> Path:
             from ..datasets.download import require_inputs
             from ..tasks.submission import write_submission
 
-            _, datamodule, module, trainer = load_run(run_dir, run_checkpoint(run_dir, info), [])
-            require_inputs(datamodule.test_inputs(), datamodule.download)
-            write_submission(trainer, module, datamodule, target)
+            with tempfile.TemporaryDirectory(prefix="bert_exp-glue-") as scratch:
+                _, datamodule, module, trainer = load_run(run_dir, run_checkpoint(run_dir, info), [], Path(scratch))
+                require_inputs(datamodule.test_inputs(), datamodule.download)
+                write_submission(trainer, module, datamodule, target)
         files += sorted(target.glob("*.tsv"))
     return zip_submissions(files, out / "glue_submission.zip")
 

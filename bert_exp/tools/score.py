@@ -4,7 +4,9 @@ own configuration, data and vocabulary; each metric is printed beside the value 
 
 ``--submission DIR`` also predicts the run's test sets (``data.test_files``: GLUE's test.tsv files, MNLI's
 two and the diagnostic AX) and writes them in GLUE's submission form: ``DIR/<name>.tsv`` and
-``DIR/submission.zip`` (:mod:`bert_exp.tasks.submission`).
+``DIR/submission.zip`` (:mod:`bert_exp.tasks.submission`). Nothing else is written: what validation writes
+beside a run (a SQuAD run's ``predictions.json``) goes to a scratch directory removed after, never into the
+current directory or the run's own.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import tempfile
 from pathlib import Path
 
 from ..errors import UserError
@@ -30,9 +33,10 @@ def run_checkpoint(run_dir: Path, info: dict) -> Path:
                     "(callbacks.checkpoint keeps the best; --checkpoint names another)")
 
 
-def load_run(run_dir: Path, checkpoint: Path, overrides: list[str]):
+def load_run(run_dir: Path, checkpoint: Path, overrides: list[str], scratch: Path):
     """The run's config (``config.yaml``, with ``overrides``), its DataModule reading the checkpoint's
-    vocabulary, the task module with the checkpoint's weights, and a one-device Trainer that logs nothing."""
+    vocabulary, the task module with the checkpoint's weights, and a one-device Trainer that logs nothing
+    and whose files go to ``scratch``."""
     import lightning as L
     from omegaconf import OmegaConf
 
@@ -57,13 +61,13 @@ def load_run(run_dir: Path, checkpoint: Path, overrides: list[str]):
     for name in ("lightning.pytorch", "lightning.fabric"):  # its device banner and tips: not this tool's output
         logging.getLogger(name).setLevel(logging.WARNING)
     trainer = L.Trainer(accelerator="auto", devices=1, precision=None if precision in (None, "auto") else precision,
-                        logger=False, enable_checkpointing=False, enable_model_summary=False)
+                        logger=False, enable_checkpointing=False, enable_model_summary=False, default_root_dir=scratch)
     return cfg, datamodule, module, trainer
 
 
 def score(run_dir: Path, checkpoint: Path | None, submission: Path | None, overrides: list[str]) -> int:
     from ..runner.run_dir import read_run_info
-    from ..tasks.submission import check_destination, write_submission
+    from ..tasks.submission import check_destination
 
     info = read_run_info(run_dir)
     if info is None:
@@ -71,7 +75,15 @@ def score(run_dir: Path, checkpoint: Path | None, submission: Path | None, overr
     checkpoint = checkpoint or run_checkpoint(run_dir, info)
     if submission is not None:
         check_destination(submission)
-    cfg, datamodule, module, trainer = load_run(run_dir, checkpoint, overrides)
+    with tempfile.TemporaryDirectory(prefix="bert_exp-score-") as scratch:
+        return _score(run_dir, info, checkpoint, submission, overrides, Path(scratch))
+
+
+def _score(run_dir: Path, info: dict, checkpoint: Path, submission: Path | None, overrides: list[str],
+           scratch: Path) -> int:
+    from ..tasks.submission import write_submission
+
+    cfg, datamodule, module, trainer = load_run(run_dir, checkpoint, overrides, scratch)
     if submission is not None:
         if not getattr(datamodule, "test_files", None):
             raise UserError(f"{run_dir}: its data ({cfg.data._target_.rsplit('.', 1)[-1]}) names no test files "

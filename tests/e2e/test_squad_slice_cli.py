@@ -2,6 +2,9 @@
 beats chance."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -52,3 +55,17 @@ def test_squad_v2_slice_tunes_its_threshold_on_held_out_questions(env, tmp_path)
     threshold = metrics["val/null_threshold"]
     assert all((answer == "") == (null_odds[qid] > threshold) for qid, answer in predictions.items())
     assert f"SQuAD 2.0 at null-score threshold {threshold:.3g} (tuned on held-out training questions" in result.stdout
+    assert "Answering every answerable question with its best span: HasAns F1 " in result.stdout
+    assert 0.0 <= metrics["val/NoAns_auroc"] <= 1.0 and 0.0 <= metrics["val/HasAns_span_f1"] <= 100.0
+
+    # scored again without training, from another directory: the same figures, and no file written there or
+    # into the run (its predictions stay the run's own)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    scored = subprocess.run([sys.executable, "-m", "bert_exp.score", str(run_dir)], cwd=elsewhere, env={**os.environ, **env},
+                            capture_output=True, text=True, timeout=600)
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    assert f"val/f1 = {metrics['val/f1']:.4f}" in scored.stdout and f"val/NoAns_auroc = {metrics['val/NoAns_auroc']:.4f}" in scored.stdout
+    assert list(elsewhere.iterdir()) == []
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
