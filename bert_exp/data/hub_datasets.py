@@ -4,6 +4,7 @@ Errors are :class:`HubDatasetError` lines that begin with ``where`` (the config 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError, hub_refusal
@@ -11,6 +12,19 @@ from ..errors import UserError, hub_refusal
 
 class HubDatasetError(UserError, ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class HubSplit:
+    """One split of a ``datasets`` dataset: a Hub id or a local folder, its config name and revision."""
+
+    dataset: str
+    name: str | None = None
+    split: str = "train"
+    revision: str | None = None
+
+    def __str__(self) -> str:
+        return f"datasets:{self.dataset}" + (f"/{self.name}" if self.name else "") + f"[{self.split}]"
 
 
 def lock(path: Path):

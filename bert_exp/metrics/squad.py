@@ -10,6 +10,7 @@ the best threshold on the evaluated set is searched as the official script does.
 from __future__ import annotations
 
 import collections
+import itertools
 import re
 import string
 
@@ -143,21 +144,24 @@ def answerability(examples, span_predictions: dict[str, str], null_odds: dict[st
     """What limits a SQuAD 2.0 model, apart: ``HasAns_span_f1``, the answerable questions' F1 had each been
     answered with its best span (how well it finds answers), and ``NoAns_auroc``, how well its null odds
     rank the unanswerable questions above the answerable ones (ROC AUC: 0.5 is chance, 1.0 perfect),
-    counted pair by pair (the Mann-Whitney form: ties count half). ``span_predictions``: the best non-null
-    spans, no threshold applied."""
+    from the ranks of the null odds (the Mann-Whitney form: ties count half). ``span_predictions``: the
+    best non-null spans, no threshold applied."""
     has_answer = _has_answer(examples)
     _, f1_raw = _raw_scores(examples, span_predictions)
     answerable = [qid for qid, h in has_answer.items() if h]
-    unanswerable = [qid for qid, h in has_answer.items() if not h]
+    unanswerable = len(has_answer) - len(answerable)
     result = {}
     if answerable:
         result["HasAns_span_f1"] = 100.0 * sum(f1_raw[qid] for qid in answerable) / len(answerable)
     if answerable and unanswerable:
-        import torch
-
-        no = torch.tensor([null_odds[qid] for qid in unanswerable], dtype=torch.float64)[:, None]
-        has = torch.tensor([null_odds[qid] for qid in answerable], dtype=torch.float64)[None, :]
-        result["NoAns_auroc"] = float((no > has).double().mean() + 0.5 * (no == has).double().mean())
+        ranked = sorted((null_odds[qid], not h) for qid, h in has_answer.items())
+        rank_sum, start = 0.0, 0  # the unanswerable questions' ranks, a tie's ranks averaged
+        for _, tied in itertools.groupby(ranked, key=lambda pair: pair[0]):
+            flags = [no_answer for _, no_answer in tied]
+            rank_sum += sum(flags) * (start + 1 + start + len(flags)) / 2
+            start += len(flags)
+        pairs = unanswerable * len(answerable)
+        result["NoAns_auroc"] = (rank_sum - unanswerable * (unanswerable + 1) / 2) / pairs
     return result
 
 

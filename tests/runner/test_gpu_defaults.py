@@ -54,8 +54,8 @@ def _step(model, batch):
 def test_a_compiled_step_equals_the_eager_one(monkeypatch, tmp_path):
     """torch.compile (Inductor, as on a GPU) of BERT's pre-training step on the CPU: the same loss and
     gradients as eager, to float tolerance (dropout off: the two draw their random numbers differently)."""
-    # kernels compiled afresh: Inductor's shared cache in /tmp keeps kernels built under another instruction
-    # set (a process held to AVX2 reused AVX-512 ones and its loss came out NaN)
+    # kernels compiled afresh: a process held to AVX2 that shared Inductor's cache with earlier runs (built
+    # without the hold) got a NaN loss; with a cache of its own it passed three times in three
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     config = BertConfig(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

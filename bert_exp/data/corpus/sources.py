@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..hashing import config_key
 from .files import CorpusError, is_corpus_file
-from ..hub_datasets import HubDatasetError, hub_commit, local_version, lock, open_streaming
+from ..hub_datasets import HubDatasetError, HubSplit, hub_commit, local_version, lock, open_streaming
 from .storage import Location, describe_s3_error
 
 log = logging.getLogger("bert_exp.data")
@@ -36,17 +36,10 @@ _SHARD_ROWS = 10_000  # rows per Parquet row group of a staged shard
 
 
 @dataclass(frozen=True)
-class DatasetSource:
-    """A ``datasets`` corpus named in ``data.files``."""
+class DatasetSource(HubSplit):
+    """A ``datasets`` corpus named in ``data.files``: a split and the column its text is in."""
 
-    dataset: str
-    name: str | None = None
-    split: str = "train"
-    revision: str | None = None
     text_column: str = "text"
-
-    def __str__(self) -> str:
-        return f"datasets:{self.dataset}" + (f"/{self.name}" if self.name else "") + f"[{self.split}]"
 
     @classmethod
     def from_entry(cls, entry: dict) -> DatasetSource:
@@ -140,10 +133,6 @@ def _lock(path: Path):
     return lock(path)
 
 
-def _local_version(dataset: str) -> list | None:
-    return local_version(dataset)
-
-
 def _hub_commit(source: DatasetSource) -> tuple[str | None, str]:
     try:
         return hub_commit(source)
@@ -180,7 +169,7 @@ def stage_dataset(source: DatasetSource, root: Path) -> list[Path]:
     revision is resolved to a commit first, the rows are streamed from that commit (a push during the
     streaming changes nothing), and a new commit on the branch is staged anew. Without the Hub (offline,
     or unreachable) the newest staged copy is used, and said so."""
-    local = _local_version(source.dataset)
+    local = local_version(source.dataset)
     commit = None
     if local is None:
         commit, unreachable = _hub_commit(source)

@@ -14,24 +14,11 @@ import os
 import shutil
 from pathlib import Path
 
-from dataclasses import dataclass
-
 from ..hashing import config_key
-from ..hub_datasets import HubDatasetError, hub_commit, local_version, lock, open_streaming
+from ..hub_datasets import HubDatasetError, HubSplit, hub_commit, local_version, lock, open_streaming
 from ..loading import DataFileError
 
 log = logging.getLogger("bert_exp.data")
-
-
-@dataclass(frozen=True)
-class HubSplit:
-    dataset: str
-    name: str | None = None
-    split: str = "train"
-    revision: str | None = None
-
-    def __str__(self) -> str:
-        return f"datasets:{self.dataset}" + (f"/{self.name}" if self.name else "") + f"[{self.split}]"
 
 FIELD_SAFE = str.maketrans({"\t": " ", "\n": " ", "\r": " "})  # a TSV field holds no tab nor line break
 
