@@ -17,6 +17,9 @@ best on the held-out articles, as ours). It does not use BERT's max-context
 rule (a span may start in any window holding it), which ours does.
 
     python tests/e2e/hf_squad_v2_reference.py --out squad_v2_side_by_side.json
+
+``--speed-steps N`` measures speed alone: each side trains N steps of the same recipe, one after the other
+(no validation, no scores), and the script prints both tokens/s and peak resident memory.
 """
 
 from __future__ import annotations
@@ -99,16 +102,44 @@ def example_postprocess(examples, features, starts, ends, n_best=20, max_answer_
     return predictions, null_odds
 
 
-def train_transformers(args, train, evaluator):
+def transformers_model(args):
     import transformers
 
-    from bert_exp.metrics.squad import evaluate_v2, tune_null_threshold
     from bert_exp.resources import minilm_dir
-    from hf_reference import fit
 
     torch.manual_seed(args.seed)
-    model = transformers.AutoModelForQuestionAnswering.from_pretrained(str(minilm_dir()))
-    rng = random.Random(args.seed)
+    return transformers.AutoModelForQuestionAnswering.from_pretrained(str(minilm_dir()))
+
+
+def speed_transformers(args, train) -> dict:
+    """transformers' model trained ``args.speed_steps`` steps of the recipe: its tokens/s and peak memory."""
+    from hf_reference import fit
+
+    model, rng = transformers_model(args), random.Random(args.seed)
+    order = list(range(len(train)))
+    rng.shuffle(order)
+    steps = args.speed_steps
+    tokens, seconds = fit(model, lambda: batches(train, args.batch_size, order[:steps * args.batch_size]), 1, steps,
+                          args.lr, args.precision)
+    return {"train_tokens_per_sec": tokens / seconds, "train_seconds": seconds, "train_tokens": tokens,
+            "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def speed_ours(args, run_dir: Path) -> dict:
+    """bert_exp's run of ``args.speed_steps`` steps of the recipe, no validation: its tokens/s and peak memory."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([*ours_command(args, run_dir), f"trainer.max_steps={args.speed_steps}", "trainer.limit_val_batches=0",
+                    "callbacks.last_checkpoint=null"], check=True, cwd=REPO)
+    throughput = json.loads((run_dir / "run.json").read_text())["throughput"]
+    return {"train_tokens_per_sec": throughput["tokens_per_sec"], "train_seconds": throughput["train_seconds"],
+            "train_tokens": throughput["train_tokens"], "peak_rss_gib": throughput["peak_rss_mib"] / 1024}
+
+
+def train_transformers(args, train, evaluator):
+    from bert_exp.metrics.squad import evaluate_v2, tune_null_threshold
+    from hf_reference import fit
+
+    model, rng = transformers_model(args), random.Random(args.seed)
 
     def epoch_batches():
         order = list(range(len(train)))
@@ -145,14 +176,18 @@ def train_transformers(args, train, evaluator):
             "train_seconds": train_seconds, "peak_rss_gib": peak}
 
 
-def run_ours(args, run_dir: Path, evaluator) -> dict:
+def ours_command(args, run_dir: Path) -> list[str]:
     command = [sys.executable, "-m", "bert_exp", "+experiment=squad_v2_minilm_local", f"seed={args.seed}",
                f"global_batch_size={args.batch_size}", f"trainer.max_epochs={args.epochs}",
                f"optim.optimizer.lr={args.lr}", f"data.max_seq_length={args.max_length}",
                f"data.doc_stride={args.doc_stride}", f"precision={args.precision}", "logger=csv",
                f"hydra.run.dir={run_dir}"]
     print("ours:", " ".join(command[1:]), flush=True)
-    subprocess.run(command, check=True, cwd=REPO)
+    return command
+
+
+def run_ours(args, run_dir: Path, evaluator) -> dict:
+    subprocess.run(ours_command(args, run_dir), check=True, cwd=REPO)
     return score_run(run_dir, evaluator)
 
 
@@ -176,7 +211,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--doc-stride", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--precision", choices=["32-true", "bf16-mixed"], default="bf16-mixed")
     parser.add_argument("--seed", type=int, default=42)
@@ -184,8 +219,19 @@ def main(argv=None) -> int:
     parser.add_argument("--out")
     parser.add_argument("--ours-run", help="score this finished run of ours (made with these settings) instead "
                         "of starting one")
+    parser.add_argument("--speed-steps", type=int, help="measure speed alone: N training steps a side")
     args = parser.parse_args(argv)
     train, evaluator = windows(args.max_length, args.doc_stride)
+    if args.speed_steps:
+        ours = speed_ours(args, Path(args.run_dir).resolve() / f"speed_seed{args.seed}")
+        theirs = speed_transformers(args, train)
+        keys = ("train_tokens_per_sec", "train_seconds", "train_tokens", "peak_rss_gib")
+        print("| | " + " | ".join(keys) + " |")
+        for name, scores in (("bert_exp", ours), ("transformers", theirs)):
+            print(f"| {name} | " + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")
+        if args.out:
+            Path(args.out).write_text(json.dumps({"args": vars(args), "bert_exp": ours, "transformers": theirs}, indent=1))
+        return 0
     ours = (score_run(Path(args.ours_run), evaluator) if args.ours_run
             else run_ours(args, Path(args.run_dir).resolve() / f"seed{args.seed}", evaluator))
     print(f"transformers: {len(train)} training windows, {len(evaluator.features)} evaluation windows", flush=True)
