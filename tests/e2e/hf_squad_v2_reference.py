@@ -32,6 +32,7 @@ import random
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -223,7 +224,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     train, evaluator = windows(args.max_length, args.doc_stride)
     if args.speed_steps:
-        ours = speed_ours(args, Path(args.run_dir).resolve() / f"speed_seed{args.seed}")
+        ours = speed_ours(args, Path(args.run_dir).resolve() / f"speed{args.speed_steps}_seed{args.seed}_{time.strftime('%Y%m%d_%H%M%S')}")
         theirs = speed_transformers(args, train)
         keys = ("train_tokens_per_sec", "train_seconds", "train_tokens", "peak_rss_gib")
         print("| | " + " | ".join(keys) + " |")
