@@ -127,10 +127,11 @@ def speed_transformers(args, train) -> dict:
 
 
 def speed_ours(args, run_dir: Path) -> dict:
-    """bert_exp's run of ``args.speed_steps`` steps of the recipe, no validation: its tokens/s and peak memory."""
+    """bert_exp's run of ``args.speed_steps`` steps of the recipe, validating one question: its tokens/s and peak memory."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([*ours_command(args, run_dir), f"trainer.max_steps={args.speed_steps}", "trainer.limit_val_batches=0",
-                    "callbacks.last_checkpoint=null"], check=True, cwd=REPO)
+    # validation on one question, no threshold tuning: question answering validates whole questions, not batches
+    subprocess.run([*ours_command(args, run_dir), f"trainer.max_steps={args.speed_steps}", "+data.limit_val_examples=1",
+                    "data.threshold_file=null", "callbacks.last_checkpoint=null"], check=True, cwd=REPO)
     throughput = json.loads((run_dir / "run.json").read_text())["throughput"]
     return {"train_tokens_per_sec": throughput["tokens_per_sec"], "train_seconds": throughput["train_seconds"],
             "train_tokens": throughput["train_tokens"], "peak_rss_gib": throughput["peak_rss_mib"] / 1024}
@@ -207,6 +208,15 @@ def score_run(run_dir: Path, evaluator) -> dict:
             "peak_rss_gib": throughput.get("peak_rss_mib", math.nan) / 1024}
 
 
+def report(args, ours: dict, theirs: dict, keys: tuple[str, ...]) -> None:
+    """Both sides as a Markdown table on stdout, and with the arguments as JSON in ``--out``."""
+    print("| | " + " | ".join(keys) + " |")
+    for name, scores in (("bert_exp", ours), ("transformers", theirs)):
+        print(f"| {name} | " + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"args": vars(args), "bert_exp": ours, "transformers": theirs}, indent=1))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-length", type=int, default=256)
@@ -225,25 +235,15 @@ def main(argv=None) -> int:
     train, evaluator = windows(args.max_length, args.doc_stride)
     if args.speed_steps:
         ours = speed_ours(args, Path(args.run_dir).resolve() / f"speed{args.speed_steps}_seed{args.seed}_{time.strftime('%Y%m%d_%H%M%S')}")
-        theirs = speed_transformers(args, train)
-        keys = ("train_tokens_per_sec", "train_seconds", "train_tokens", "peak_rss_gib")
-        print("| | " + " | ".join(keys) + " |")
-        for name, scores in (("bert_exp", ours), ("transformers", theirs)):
-            print(f"| {name} | " + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")
-        if args.out:
-            Path(args.out).write_text(json.dumps({"args": vars(args), "bert_exp": ours, "transformers": theirs}, indent=1))
+        report(args, ours, speed_transformers(args, train),
+               ("train_tokens_per_sec", "train_seconds", "train_tokens", "peak_rss_gib"))
         return 0
     ours = (score_run(Path(args.ours_run), evaluator) if args.ours_run
             else run_ours(args, Path(args.run_dir).resolve() / f"seed{args.seed}", evaluator))
     print(f"transformers: {len(train)} training windows, {len(evaluator.features)} evaluation windows", flush=True)
     theirs = train_transformers(args, train, evaluator)
-    keys = ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact", "null_threshold", "threshold_f1",
-            "best_f1", "best_f1_thresh", "train_tokens_per_sec", "peak_rss_gib")
-    print("| | " + " | ".join(keys) + " |")
-    for name, scores in (("bert_exp", ours), ("transformers", theirs)):
-        print(f"| {name} | " + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"args": vars(args), "bert_exp": ours, "transformers": theirs}, indent=1))
+    report(args, ours, theirs, ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact", "null_threshold",
+                                "threshold_f1", "best_f1", "best_f1_thresh", "train_tokens_per_sec", "peak_rss_gib"))
     return 0
 
 
