@@ -4,6 +4,9 @@ BF16 measured fast enough), else fp32. Resolved before the config is checked, an
 
 import json
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -102,7 +105,32 @@ def test_auto_on_cpu_uses_bf16_only_where_its_products_are_native_and_fast(tmp_p
 
 
 def test_the_bf16_speedup_is_measured_once_a_machine(tmp_path, monkeypatch):
+    # a smaller product than a run times: emulated bf16 (AVX2) takes seconds over the BERT-sized one
+    monkeypatch.setattr(placement, "SPEEDUP_PROBE_SHAPE", (128, 96, 384))
     first = placement.cpu_bf16_speedup(tmp_path)
     assert first > 0 and json.loads((tmp_path / "cpu_bf16.json").read_text())
     monkeypatch.setattr(placement.torch, "randn", lambda *a: pytest.fail("measured again"))
     assert placement.cpu_bf16_speedup(tmp_path) == round(first, 3)  # the same choice in every run here
+
+
+def test_aten_held_below_avx512_means_bf16_emulated_whatever_the_cpu_reports(monkeypatch):
+    """ATEN_CPU_CAPABILITY=avx2 on an AVX-512 BF16 or AMX CPU: torch's kernels run as on an AVX2 CPU, so
+    precision=auto chooses fp32 without timing bf16 (emulated, several times slower), and says why."""
+    monkeypatch.setattr(placement.torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    monkeypatch.setattr(placement.torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    monkeypatch.setattr(placement.torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert placement.cpu_kind().amx and placement.cpu_kind().held_to is None
+    monkeypatch.setattr(placement.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    held = placement.cpu_kind()
+    assert not held.amx and not held.avx512_bf16 and held.describe.endswith("(no native bf16, ATen held to AVX2)")
+    chosen, why = placement.cpu_precision(held, lambda: pytest.fail("timed bf16 on a held CPU"))
+    assert chosen == "32-true" and "ATen held to AVX2" in why
+
+
+def test_the_hold_as_a_user_sets_it(tmp_path):
+    """The environment variable itself, in a fresh interpreter: the kind reports no native bf16 there."""
+    code = "from bert_exp.runner.placement import cpu_kind; k = cpu_kind(); print(k.amx, k.avx512_bf16)"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ATEN_CPU_CAPABILITY": "avx2"},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
