@@ -48,7 +48,7 @@ def test_two_copies_made_with_other_worker_counts_are_the_same_data(data_dir, tm
     for split in ("train", "val"):
         assert (a / split / "index.json").read_text() == (b / split / "index.json").read_text()
     assert one.meta["identity"] == two.meta["identity"]
-    assert one.meta["report"]["build_seconds"] != two.meta["report"]["build_seconds"]
+    assert "build_seconds" in one.meta["report"] and "build_seconds" in two.meta["report"]  # beside the identity
     # the identity is the content's: another chunk size is another layout, another key and identity
     other = inaugural(data_dir, tmp_path / "a", num_workers=1, chunk_bytes="64KB")
     other.setup("fit")

@@ -44,7 +44,7 @@ def test_squad_v2_slice_tunes_its_threshold_on_held_out_questions(env, tmp_path)
     threshold tuned on the held-out articles' questions, the evaluated ones answered at it."""
     run_dir = tmp_path / "squad_v2"
     result = run_cli(["+experiment=squad_v2_minilm_local", "+data.limit_train_examples=160",
-                      "+data.limit_val_examples=100", "data.max_seq_length=128", "data.doc_stride=64",
+                      "+data.limit_val_examples=40", "data.max_seq_length=128", "data.doc_stride=64",
                       "global_batch_size=16", "trainer.max_steps=10", "trainer.val_check_interval=10",
                       "trainer.check_val_every_n_epoch=null", "logger=csv", f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -52,7 +52,7 @@ def test_squad_v2_slice_tunes_its_threshold_on_held_out_questions(env, tmp_path)
     assert {"val/null_threshold", "val/threshold_f1", "val/HasAns_f1", "val/NoAns_f1", "val/best_f1"} <= set(metrics)
     predictions = json.loads((run_dir / "predictions.json").read_text())
     null_odds = json.loads((run_dir / "null_odds.json").read_text())
-    assert len(predictions) == len(null_odds) == 100  # the evaluated questions only, not the held-out ones
+    assert len(predictions) == len(null_odds) == 40  # the evaluated questions only, not the held-out ones
     threshold = metrics["val/null_threshold"]
     assert all((answer == "") == (null_odds[qid] > threshold) for qid, answer in predictions.items())
     assert f"SQuAD 2.0 at null-score threshold {threshold:.3g} (tuned on held-out training questions" in result.stdout

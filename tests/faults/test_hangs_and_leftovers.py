@@ -20,7 +20,7 @@ import pytest
 from run_faults import BASE, REPO, environment
 
 # seconds: a run that fails in its first step ends in about 10-20 here (2 busy cores), or it hangs for ever
-RUN_LIMIT = 60
+RUN_LIMIT = 240
 SMALL_CHUNKS = ["data.prepare.chunk_bytes=32KB"]  # several chunks: each of two loader workers reads some
 TWO_WORKERS = ["data.loader.num_workers=2", *SMALL_CHUNKS]
 
