@@ -142,7 +142,7 @@ def cpu_kind() -> CpuKind:
     amx, avx512_bf16 = probe("_is_amx_tile_supported"), probe("_is_avx512_bf16_supported")
     # ATEN_CPU_CAPABILITY=avx2 holds ATen's kernels under what the CPU offers: bf16 then runs emulated, as on
     # a CPU without AVX-512, whatever the CPU reports
-    capability = torch.backends.cpu.get_cpu_capability()
+    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")()  # torch < 2.1: not held
     if (amx or avx512_bf16) and not capability.startswith("AVX512"):
         return CpuKind(model, False, False, held_to=capability)
     return CpuKind(model, amx, avx512_bf16)
