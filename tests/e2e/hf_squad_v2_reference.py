@@ -14,7 +14,9 @@ and loss, a plain PyTorch loop, and the post-processing of transformers' questio
 question's windows, the ``n_best`` starts x ends inside the context and at most ``max_answer_length`` long;
 "" when the null score beats the best span by more than the threshold; the threshold is the one that scores
 best on the held-out articles, as ours). It does not use BERT's max-context
-rule (a span may start in any window holding it), which ours does.
+rule (a span may start in any window holding it), which ours does. A third row scores transformers' logits
+with bert_exp's own post-processing, so that what is left between it and ours is the training alone; with
+``--out``, those logits are kept beside the JSON (``*.transformers_logits.npz``).
 
     python tests/e2e/hf_squad_v2_reference.py --out squad_v2_side_by_side.json
 
@@ -166,16 +168,27 @@ def train_transformers(args, train, evaluator):
         return starts, ends
 
     selection = evaluator.selection
-    spans, tune_odds = example_postprocess(evaluator.tune_examples, evaluator.tune_features,
-                                           *logits(evaluator.tune_features), selection.n_best_size,
-                                           selection.max_answer_length, math.inf)
+    tune_logits, eval_logits = logits(evaluator.tune_features), logits(evaluator.features)
+    if args.out:  # the logits kept, so that either post-processing can score them again without training
+        np.savez_compressed(Path(args.out).with_suffix(".transformers_logits.npz"),
+                            **{f"{part}_{name}_{i}": row for part, pair in (("eval", eval_logits), ("tune", tune_logits))
+                               for name, rows in zip(("start", "end"), pair) for i, row in enumerate(rows)})
+    spans, tune_odds = example_postprocess(evaluator.tune_examples, evaluator.tune_features, *tune_logits,
+                                           selection.n_best_size, selection.max_answer_length, math.inf)
     threshold, tune_f1 = tune_null_threshold(evaluator.tune_examples, spans, tune_odds)
-    predictions, null_odds = example_postprocess(evaluator.examples, evaluator.features, *logits(evaluator.features),
+    predictions, null_odds = example_postprocess(evaluator.examples, evaluator.features, *eval_logits,
                                                  selection.n_best_size, selection.max_answer_length, threshold)
     scores = evaluate_v2(evaluator.examples, predictions, null_odds)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-    return {**scores, "null_threshold": threshold, "threshold_f1": tune_f1, "train_tokens_per_sec": tokens / train_seconds,
-            "train_seconds": train_seconds, "peak_rss_gib": peak}
+    theirs = {**scores, "null_threshold": threshold, "threshold_f1": tune_f1,
+              "train_tokens_per_sec": tokens / train_seconds, "train_seconds": train_seconds, "peak_rss_gib": peak}
+    # the same logits through bert_exp's own post-processing (BERT's max-context rule, the threshold tuned the
+    # same way): what is left between the two sides is then the training alone
+    _, _, post = evaluator.evaluate(eval_logits[0] + tune_logits[0], eval_logits[1] + tune_logits[1])
+    rescored = {"exact": post["exact_match"], "f1": post["f1"], "null_threshold": post["null_threshold"],
+                "threshold_f1": post["threshold_f1"],
+                **{k: v for k, v in post.items() if k.startswith(("HasAns_", "NoAns_", "best_"))}}
+    return theirs, {**theirs, **rescored}
 
 
 def ours_command(args, run_dir: Path) -> list[str]:
@@ -208,13 +221,14 @@ def score_run(run_dir: Path, evaluator) -> dict:
             "peak_rss_gib": throughput.get("peak_rss_mib", math.nan) / 1024}
 
 
-def report(args, ours: dict, theirs: dict, keys: tuple[str, ...]) -> None:
-    """Both sides as a Markdown table on stdout, and with the arguments as JSON in ``--out``."""
+def report(args, ours: dict, theirs: dict, keys: tuple[str, ...], more: dict[str, dict] | None = None) -> None:
+    """Both sides (and ``more`` rows) as a Markdown table on stdout, and with the arguments as JSON in ``--out``."""
+    rows = {"bert_exp": ours, "transformers": theirs, **(more or {})}
     print("| | " + " | ".join(keys) + " |")
-    for name, scores in (("bert_exp", ours), ("transformers", theirs)):
+    for name, scores in rows.items():
         print(f"| {name} | " + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")
     if args.out:
-        Path(args.out).write_text(json.dumps({"args": vars(args), "bert_exp": ours, "transformers": theirs}, indent=1))
+        Path(args.out).write_text(json.dumps({"args": vars(args), **rows}, indent=1))
 
 
 def main(argv=None) -> int:
@@ -241,9 +255,10 @@ def main(argv=None) -> int:
     ours = (score_run(Path(args.ours_run), evaluator) if args.ours_run
             else run_ours(args, Path(args.run_dir).resolve() / f"seed{args.seed}", evaluator))
     print(f"transformers: {len(train)} training windows, {len(evaluator.features)} evaluation windows", flush=True)
-    theirs = train_transformers(args, train, evaluator)
+    theirs, theirs_bert_postprocessing = train_transformers(args, train, evaluator)
     report(args, ours, theirs, ("f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1", "NoAns_exact", "null_threshold",
-                                "threshold_f1", "best_f1", "best_f1_thresh", "train_tokens_per_sec", "peak_rss_gib"))
+                                "threshold_f1", "best_f1", "best_f1_thresh", "train_tokens_per_sec", "peak_rss_gib"),
+           {"transformers, bert_exp's post-processing": theirs_bert_postprocessing})
     return 0
 
 
