@@ -1,8 +1,6 @@
 """Composing the real config tree in tests, and running the CLI."""
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +11,7 @@ from omegaconf import open_dict
 
 import bert_exp.runner.resolvers  # noqa: F401
 from bert_exp.resources import resource_dir
+from warm_python import run_module
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,10 +30,12 @@ def compose_config(overrides: list[str], run_dir: Path | None = None):
     return cfg
 
 
-def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 600, env: dict | None = None):
+def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 600, env: dict | None = None,
+            fresh: bool = False):
+    """``python -m bert_exp ARGS``, its output captured; forked from a warm interpreter unless ``fresh`` or
+    the environment asks for a fresh one (warm_python.py says when)."""
     environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "bert_exp", *args], cwd=cwd or REPO, capture_output=True,
-                          text=True, timeout=timeout, env=environment)
+    return run_module(args, cwd or REPO, environment, timeout, fresh)
 
 
 def tiny_hf_directory(path: Path) -> Path:

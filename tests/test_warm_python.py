@@ -1,0 +1,46 @@
+"""The tests' warm interpreter (tests/warm_python.py) answers as a fresh ``python -m bert_exp`` does."""
+
+import os
+import subprocess
+
+import pytest
+
+from helpers import REPO, run_cli
+import warm_python
+from warm_python import WarmPython
+
+
+@pytest.mark.parametrize("args", [["+experiment=pretrain_tinyy"],  # refused: one line on stderr, exit 2
+                                  ["+experiment=pretrain_tiny", "model=mini", "--cfg", "job"],  # a config on stdout
+                                  ["+experiment=pretrain_tiny", "--help"]])
+def test_a_forked_run_answers_as_a_fresh_one(args, tmp_path):
+    args = [*args, f"hydra.run.dir={tmp_path / 'run'}"]
+    warm, fresh = run_cli(args), run_cli(args, fresh=True)
+    assert (warm.returncode, warm.stdout, warm.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert warm.stdout or warm.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_environment_the_imports_may_have_read_goes_to_a_fresh_interpreter():
+    warm = object.__new__(WarmPython)  # its rule alone, no process
+    warm.environment = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "BERT_EXP_CACHE": "/a"}
+    assert warm.fits({"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "BERT_EXP_CACHE": "/b", "WANDB_MODE": "offline"})
+    assert not warm.fits({"PATH": "/usr/bin", "OMP_NUM_THREADS": "2", "BERT_EXP_CACHE": "/a"})
+    assert not warm.fits({"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "HF_ENDPOINT": "http://127.0.0.1:1"})
+    assert not warm.fits({"PATH": "/usr/bin"})  # a variable taken away counts too
+
+
+def test_a_run_past_its_timeout_is_killed_and_the_next_run_is_served(data_dir, tmp_path):
+    env = {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(tmp_path / "cache")}
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_cli(["+experiment=pretrain_tiny", f"hydra.run.dir={tmp_path / 'slow'}"], env=env, timeout=2)
+    assert not os.path.exists(f"/proc/{warm_python._warm.last_pid}")  # killed and reaped
+    done = run_cli(["+experiment=pretrain_tinyy", f"hydra.run.dir={tmp_path / 'next'}"], env=env)
+    assert done.returncode == 2 and "did you mean pretrain_tiny" in done.stderr
+
+
+def test_the_warm_interpreter_ends_with_its_user(tmp_path):
+    warm = WarmPython(REPO)
+    assert warm.process.poll() is None
+    warm.process.stdin.close()  # what happens when the test worker ends
+    assert warm.process.wait(timeout=30) == 0
