@@ -24,10 +24,13 @@ def test_a_forked_run_answers_as_a_fresh_one(args, tmp_path):
 def test_an_environment_the_imports_may_have_read_goes_to_a_fresh_interpreter():
     warm = object.__new__(WarmPython)  # its rule alone, no process
     warm.environment = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "BERT_EXP_CACHE": "/a"}
+    warm.added = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}  # what its imports set: a worker that imported them has it
     assert warm.fits({"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "BERT_EXP_CACHE": "/b", "WANDB_MODE": "offline"})
     assert not warm.fits({"PATH": "/usr/bin", "OMP_NUM_THREADS": "2", "BERT_EXP_CACHE": "/a"})
     assert not warm.fits({"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "HF_ENDPOINT": "http://127.0.0.1:1"})
     assert not warm.fits({"PATH": "/usr/bin"})  # a variable taken away counts too
+    assert warm.fits({"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
+    assert not warm.fits({"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "PYTORCH_NVML_BASED_CUDA_CHECK": "0"})
 
 
 def test_a_run_past_its_timeout_is_killed_and_the_next_run_is_served(data_dir, tmp_path):
