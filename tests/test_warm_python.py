@@ -9,13 +9,18 @@ from helpers import REPO, run_cli
 import warm_python
 from warm_python import WarmPython
 
+WARM = {"BERT_EXP_TEST_FRESH_PYTHON": ""}  # the warm interpreter even where the suite runs with every run fresh
+
 
 @pytest.mark.parametrize("args", [["+experiment=pretrain_tinyy"],  # refused: one line on stderr, exit 2
                                   ["+experiment=pretrain_tiny", "model=mini", "--cfg", "job"],  # a config on stdout
                                   ["+experiment=pretrain_tiny", "--help"]])
 def test_a_forked_run_answers_as_a_fresh_one(args, tmp_path):
     args = [*args, f"hydra.run.dir={tmp_path / 'run'}"]
-    warm, fresh = run_cli(args), run_cli(args, fresh=True)
+    served = getattr(warm_python._warm, "last_pid", None)
+    warm = run_cli(args, env=WARM)
+    assert warm_python._warm.last_pid != served  # forked from the warm interpreter, not run fresh
+    fresh = run_cli(args, fresh=True)
     assert (warm.returncode, warm.stdout, warm.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     assert warm.stdout or warm.stderr
     assert not (tmp_path / "run").exists()
@@ -34,7 +39,7 @@ def test_an_environment_the_imports_may_have_read_goes_to_a_fresh_interpreter():
 
 
 def test_a_run_past_its_timeout_is_killed_and_the_next_run_is_served(data_dir, tmp_path):
-    env = {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(tmp_path / "cache")}
+    env = {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(tmp_path / "cache"), **WARM}
     with pytest.raises(subprocess.TimeoutExpired):
         run_cli(["+experiment=pretrain_tiny", f"hydra.run.dir={tmp_path / 'slow'}"], env=env, timeout=2)
     assert not os.path.exists(f"/proc/{warm_python._warm.last_pid}")  # killed and reaped
