@@ -6,23 +6,31 @@ import subprocess
 import pytest
 
 from helpers import REPO, run_cli
-import warm_python
 from warm_python import WarmPython
 
-WARM = {"BERT_EXP_TEST_FRESH_PYTHON": ""}  # the warm interpreter even where the suite runs with every run fresh
+
+@pytest.fixture(scope="module")
+def warm():
+    """A warm interpreter of these tests' own (the worker's may have been left for fresh interpreters, where
+    earlier tests changed the worker's environment)."""
+    interpreter = WarmPython(REPO)
+    yield interpreter
+    interpreter.process.stdin.close()
+    interpreter.process.wait(timeout=60)
+
+
+def environment(**more) -> dict:
+    return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **more}
 
 
 @pytest.mark.parametrize("args", [["+experiment=pretrain_tinyy"],  # refused: one line on stderr, exit 2
                                   ["+experiment=pretrain_tiny", "model=mini", "--cfg", "job"],  # a config on stdout
                                   ["+experiment=pretrain_tiny", "--help"]])
-def test_a_forked_run_answers_as_a_fresh_one(args, tmp_path):
+def test_a_forked_run_answers_as_a_fresh_one(args, warm, tmp_path):
     args = [*args, f"hydra.run.dir={tmp_path / 'run'}"]
-    served = getattr(warm_python._warm, "last_pid", None)
-    warm = run_cli(args, env=WARM)
-    assert warm_python._warm.last_pid != served  # forked from the warm interpreter, not run fresh
-    fresh = run_cli(args, fresh=True)
-    assert (warm.returncode, warm.stdout, warm.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
-    assert warm.stdout or warm.stderr
+    forked, fresh = warm.run(args, REPO, environment(), 600), run_cli(args, fresh=True)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert forked.stdout or forked.stderr
     assert not (tmp_path / "run").exists()
 
 
@@ -38,12 +46,12 @@ def test_an_environment_the_imports_may_have_read_goes_to_a_fresh_interpreter():
     assert not warm.fits({"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "PYTORCH_NVML_BASED_CUDA_CHECK": "0"})
 
 
-def test_a_run_past_its_timeout_is_killed_and_the_next_run_is_served(data_dir, tmp_path):
-    env = {"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(tmp_path / "cache"), **WARM}
+def test_a_run_past_its_timeout_is_killed_and_the_next_run_is_served(warm, data_dir, tmp_path):
+    env = environment(BERT_EXP_DATA=str(data_dir), BERT_EXP_CACHE=str(tmp_path / "cache"))
     with pytest.raises(subprocess.TimeoutExpired):
-        run_cli(["+experiment=pretrain_tiny", f"hydra.run.dir={tmp_path / 'slow'}"], env=env, timeout=2)
-    assert not os.path.exists(f"/proc/{warm_python._warm.last_pid}")  # killed and reaped
-    done = run_cli(["+experiment=pretrain_tinyy", f"hydra.run.dir={tmp_path / 'next'}"], env=env)
+        warm.run(["+experiment=pretrain_tiny", f"hydra.run.dir={tmp_path / 'slow'}"], REPO, env, 2)
+    assert not os.path.exists(f"/proc/{warm.last_pid}")  # killed and reaped
+    done = warm.run(["+experiment=pretrain_tinyy", f"hydra.run.dir={tmp_path / 'next'}"], REPO, env, 600)
     assert done.returncode == 2 and "did you mean pretrain_tiny" in done.stderr
 
 
