@@ -6,6 +6,7 @@ import subprocess
 import pytest
 
 from helpers import REPO, run_cli
+import warm_python
 from warm_python import WarmPython
 
 
@@ -60,3 +61,13 @@ def test_the_warm_interpreter_ends_with_its_user(tmp_path):
     assert warm.process.poll() is None
     warm.process.stdin.close()  # what happens when the test worker ends
     assert warm.process.wait(timeout=30) == 0
+
+
+def test_a_worker_whose_environment_changed_gets_a_warm_interpreter_of_the_new_one(monkeypatch):
+    run_cli(["+experiment=pretrain_tinyy"], env={"BERT_EXP_TEST_FRESH_PYTHON": ""})
+    before = warm_python._warm
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "maybe")  # as in-process preparation sets it in the worker
+    refused = run_cli(["+experiment=pretrain_tinyy"], env={"BERT_EXP_TEST_FRESH_PYTHON": ""})
+    assert refused.returncode == 2
+    assert warm_python._warm is not before and warm_python._warm.environment["TOKENIZERS_PARALLELISM"] == "maybe"
+    assert before.process.poll() == 0  # the old one ended

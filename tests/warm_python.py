@@ -172,6 +172,9 @@ def run_module(args: list[str], cwd: Path, environment: dict, timeout: float, fr
     that is the same run, else in a fresh interpreter."""
     global _warm
     if not fresh and not environment.get("BERT_EXP_TEST_FRESH_PYTHON"):
+        if _warm is not None and _warm.process.poll() is None and not _warm.fits(dict(os.environ)):
+            _warm.process.stdin.close()  # the worker's own environment changed (a test set a variable in-process):
+            _warm.process.wait()  # a warm interpreter of the new one, not fresh runs for the rest of the worker
         if _warm is None or _warm.process.poll() is not None:  # (ended: killed after an interrupted exchange)
             _warm = WarmPython(cwd)
         if _warm.fits(environment):
