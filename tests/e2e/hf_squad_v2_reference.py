@@ -221,9 +221,10 @@ def score_run(run_dir: Path, evaluator) -> dict:
             "peak_rss_gib": throughput.get("peak_rss_mib", math.nan) / 1024}
 
 
-def report(args, ours: dict, theirs: dict, keys: tuple[str, ...], more: dict[str, dict] | None = None) -> None:
-    """Both sides (and ``more`` rows) as a Markdown table on stdout, and with the arguments as JSON in ``--out``."""
-    rows = {"bert_exp": ours, "transformers": theirs, **(more or {})}
+def report(args, ours: dict | None, theirs: dict, keys: tuple[str, ...], more: dict[str, dict] | None = None) -> None:
+    """Both sides (and ``more`` rows) as a Markdown table on stdout, and with the arguments as JSON in ``--out``;
+    without ``ours`` (``--transformers-only``), transformers' rows alone."""
+    rows = {**({"bert_exp": ours} if ours else {}), "transformers": theirs, **(more or {})}
     print("| | " + " | ".join(keys) + " |")
     for name, scores in rows.items():
         print(f"| {name} | " + " | ".join(f"{scores[k]:.2f}" for k in keys) + " |")
@@ -245,14 +246,18 @@ def main(argv=None) -> int:
     parser.add_argument("--ours-run", help="score this finished run of ours (made with these settings) instead "
                         "of starting one")
     parser.add_argument("--speed-steps", type=int, help="measure speed alone: N training steps a side")
+    parser.add_argument("--transformers-only", action="store_true",
+                        help="train and score the transformers side alone (ours compared from its own run record)")
     args = parser.parse_args(argv)
+    if args.transformers_only and (args.ours_run or args.speed_steps):
+        parser.error("--transformers-only scores no run of ours: leave out --ours-run and --speed-steps")
     train, evaluator = windows(args.max_length, args.doc_stride)
     if args.speed_steps:
         ours = speed_ours(args, Path(args.run_dir).resolve() / f"speed{args.speed_steps}_seed{args.seed}_{time.strftime('%Y%m%d_%H%M%S')}")
         report(args, ours, speed_transformers(args, train),
                ("train_tokens_per_sec", "train_seconds", "train_tokens", "peak_rss_gib"))
         return 0
-    ours = (score_run(Path(args.ours_run), evaluator) if args.ours_run
+    ours = (None if args.transformers_only else score_run(Path(args.ours_run), evaluator) if args.ours_run
             else run_ours(args, Path(args.run_dir).resolve() / f"seed{args.seed}", evaluator))
     print(f"transformers: {len(train)} training windows, {len(evaluator.features)} evaluation windows", flush=True)
     theirs, theirs_bert_postprocessing = train_transformers(args, train, evaluator)
