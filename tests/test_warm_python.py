@@ -35,6 +35,14 @@ def test_a_forked_run_answers_as_a_fresh_one(args, warm, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("args", [["--help"], ["no-such-run"]])  # its help; a run it cannot find, exit 2
+def test_another_module_forked_answers_as_a_fresh_one(args, warm, tmp_path):
+    forked = warm.run(args, tmp_path, environment(), 600, module="bert_exp.score")
+    fresh = run_cli(args, cwd=tmp_path, fresh=True, module="bert_exp.score")
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert forked.stdout or forked.stderr
+
+
 def test_an_environment_the_imports_may_have_read_goes_to_a_fresh_interpreter():
     warm = object.__new__(WarmPython)  # its rule alone, no process
     warm.environment = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "1", "BERT_EXP_CACHE": "/a"}
@@ -71,3 +79,15 @@ def test_a_worker_whose_environment_changed_gets_a_warm_interpreter_of_the_new_o
     assert refused.returncode == 2
     assert warm_python._warm is not before and warm_python._warm.environment["TOKENIZERS_PARALLELISM"] == "maybe"
     assert before.process.poll() == 0  # the old one ended
+
+
+def test_a_run_that_fits_neither_environment_leaves_the_warm_interpreter_as_it_is(monkeypatch):
+    """A worker whose environment changed, and a run whose environment fits neither: the run goes to a fresh
+    interpreter, and the warm one is kept for when the worker's environment is back (no restart for nothing)."""
+    run_cli(["+experiment=pretrain_tinyy"], env={"BERT_EXP_TEST_FRESH_PYTHON": ""})
+    before = warm_python._warm
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "maybe")
+    refused = run_cli(["+experiment=pretrain_tinyy"], env={"BERT_EXP_TEST_FRESH_PYTHON": "",
+                                                          "HF_ENDPOINT": "http://127.0.0.1:1"})
+    assert refused.returncode == 2 and "did you mean pretrain_tiny" in refused.stderr
+    assert warm_python._warm is before and before.process.poll() is None

@@ -1,4 +1,5 @@
-"""``python -m bert_exp ARGS`` for the tests, without paying the imports each time.
+"""``python -m bert_exp ARGS`` (or another of bert_exp's modules) for the tests, without paying the imports each
+time.
 
 A fresh interpreter spends about 5 s importing torch and Lightning before a run starts (2026-11-28, a 2-core
 AMD EPYC, Zen 4: ``import lightning`` alone 5.7 s), and the suite starts about seventy such runs from its test
@@ -58,11 +59,11 @@ def child(request, stdout, stderr):
     os.close(stdout)
     os.close(stderr)
     sys.argv = ["-m", *request["args"]]  # runpy puts the module's path first, as `python -m` does
-    sys.orig_argv = [sys.executable, "-m", "bert_exp", *request["args"]]
+    sys.orig_argv = [sys.executable, "-m", request["module"], *request["args"]]
     sys.path[0] = request["cwd"]  # as `python -m` puts the working directory first
     interrupted = False
     try:
-        runpy._run_module_as_main("bert_exp")  # what `python -m` calls
+        runpy._run_module_as_main(request["module"])  # what `python -m` calls
         code = 0
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
@@ -139,16 +140,14 @@ class WarmPython:
         self.added = json.loads(ready)["added"]  # what its imports set, as they do in every run
 
     def fits(self, environment: dict) -> bool:
-        keys = set(environment) | set(self.environment)
-        return all(environment.get(k) in (self.environment.get(k), self.added.get(k, self.environment.get(k)))
-                   for k in keys if not k.startswith(MAY_DIFFER))
+        return fits(self.environment, self.added, environment)
 
-    def run(self, args: list[str], cwd: Path, environment: dict, timeout: float):
-        command = [sys.executable, "-m", "bert_exp", *args]
+    def run(self, args: list[str], cwd: Path, environment: dict, timeout: float, module: str = "bert_exp"):
+        command = [sys.executable, "-m", module, *args]
         with tempfile.TemporaryDirectory(prefix="warm_python_") as scratch:
             out, err = Path(scratch, "stdout"), Path(scratch, "stderr")
-            request = {"args": args, "cwd": str(cwd), "env": environment, "timeout": timeout, "stdout": str(out),
-                       "stderr": str(err)}
+            request = {"module": module, "args": args, "cwd": str(cwd), "env": environment, "timeout": timeout,
+                       "stdout": str(out), "stderr": str(err)}
             try:
                 self.process.stdin.write(json.dumps(request) + "\n")
                 self.process.stdin.flush()
@@ -164,20 +163,35 @@ class WarmPython:
             return subprocess.CompletedProcess(command, reply["returncode"], stdout, stderr)
 
 
+def fits(started_in: dict, added: dict, environment: dict) -> bool:
+    """Whether a run with ``environment`` is the same run forked from an interpreter started in ``started_in``
+    whose imports set ``added``."""
+    keys = set(environment) | set(started_in)
+    return all(environment.get(k) in (started_in.get(k), added.get(k, started_in.get(k)))
+               for k in keys if not k.startswith(MAY_DIFFER))
+
+
 _warm: WarmPython | None = None
 
 
-def run_module(args: list[str], cwd: Path, environment: dict, timeout: float, fresh: bool = False):
-    """``python -m bert_exp ARGS`` in ``cwd`` with ``environment``: forked from the warm interpreter where
+def run_module(args: list[str], cwd: Path, environment: dict, timeout: float, fresh: bool = False,
+               module: str = "bert_exp"):
+    """``python -m MODULE ARGS`` in ``cwd`` with ``environment``: forked from the warm interpreter where
     that is the same run, else in a fresh interpreter."""
     global _warm
     if not fresh and not environment.get("BERT_EXP_TEST_FRESH_PYTHON"):
-        if _warm is not None and _warm.process.poll() is None and not _warm.fits(dict(os.environ)):
-            _warm.process.stdin.close()  # the worker's own environment changed (a test set a variable in-process):
-            _warm.process.wait()  # a warm interpreter of the new one, not fresh runs for the rest of the worker
-        if _warm is None or _warm.process.poll() is not None:  # (ended: killed after an interrupted exchange)
+        alive = _warm is not None and _warm.process.poll() is None
+        # The worker's own environment changed (a test set a variable in-process): a warm interpreter of the
+        # new one, not fresh runs for the rest of the worker; unless this run fits the one there is, or would
+        # not fit the new one either.
+        if (alive and not _warm.fits(environment) and not _warm.fits(dict(os.environ))
+                and fits(dict(os.environ), _warm.added, environment)):
+            _warm.process.stdin.close()
+            _warm.process.wait()
+            alive = False
+        if not alive:  # (or ended: killed after an interrupted exchange)
             _warm = WarmPython(cwd)
         if _warm.fits(environment):
-            return _warm.run(args, cwd, environment, timeout)
-    return subprocess.run([sys.executable, "-m", "bert_exp", *args], cwd=cwd, capture_output=True, text=True,
+            return _warm.run(args, cwd, environment, timeout, module)
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env=environment)
