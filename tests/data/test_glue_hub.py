@@ -8,7 +8,6 @@ import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from bert_exp.data.tasks.glue import read_tsv
 from hub_server import LocalHub
@@ -45,15 +44,15 @@ STAGE = """
 import json, sys
 from bert_exp.data import GlueDataModule
 from bert_exp.errors import UserError
-spec = json.loads(sys.argv[1])
-try:
-    module = GlueDataModule(**spec)
-    module.setup()
-    print(json.dumps({"train": module.train_file, "val": module.val_files, "test": module.test_files,
-                      "sizes": {k: len(v) for k, v in module.datasets.items()},
-                      "test_ids": [r.index for r in module.read_test("RTE")][:3]}))
-except UserError as err:
-    print(json.dumps({"error": str(err)}))
+for spec in json.loads(sys.argv[1]):
+    try:
+        module = GlueDataModule(**spec)
+        module.setup()
+        print("staged:", json.dumps({"train": module.train_file, "val": module.val_files, "test": module.test_files,
+                                     "sizes": {k: len(v) for k, v in module.datasets.items()},
+                                     "test_ids": [r.index for r in module.read_test("RTE")][:3]}))
+    except UserError as err:
+        print("staged:", json.dumps({"error": str(err)}))
 """
 
 
@@ -70,13 +69,17 @@ def rte_repository(data_dir, folder):
     return rows
 
 
-def stage(spec, env):
+def stage(specs, env):
+    """Each data module of ``specs`` set up in turn, in one new process (as runs on a machine are): what each
+    staged or the error it gave, and the process's stderr."""
     import json
 
-    done = subprocess.run([sys.executable, "-c", STAGE, json.dumps(spec)], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", STAGE, json.dumps(specs)], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+    results = [json.loads(line.removeprefix("staged: ")) for line in done.stdout.splitlines() if line.startswith("staged: ")]
+    assert len(results) == len(specs), done.stdout[-3000:]
+    return results, done.stderr
 
 
 def test_glue_from_the_hub_staged_per_commit(data_dir, tmp_path):
@@ -90,7 +93,7 @@ def test_glue_from_the_hub_staged_per_commit(data_dir, tmp_path):
     with LocalHub({}, datasets={"nyu-mll/glue": tmp_path / "repo"}) as hub:
         env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0",
                "HF_DATASETS_OFFLINE": "0"}
-        first, _ = stage(spec, env)
+        (first,), _ = stage([spec], env)
         assert "error" not in first, first
         assert first["sizes"] == {"train": len(rows["train"]), "dev": len(rows["dev"])}
         assert first["test_ids"] == ["0", "1", "2"]
@@ -104,19 +107,16 @@ def test_glue_from_the_hub_staged_per_commit(data_dir, tmp_path):
         streamed = [r for r in hub.requests if "/resolve/" in r]
         assert streamed and all(f"/resolve/{commit}/" in r for r in streamed)  # read from the commit resolved
 
-        before = len(hub.requests)
-        again, _ = stage(spec, env)
+        before = len(hub.requests)  # another process: the staged copy, and two mistakes
+        (again, missing, typo), _ = stage([spec, {**spec, "val_files": {"dev": "x", "other": "y"}},
+                                           {**spec, "hub": "nyu-mll/glu"}], env)
         assert again["train"] == first["train"]
         assert not [r for r in hub.requests[before:] if "/resolve/" in r]  # staged: nothing streamed again
-
-        missing, _ = stage({**spec, "val_files": {"dev": "x", "other": "y"}}, env)
         assert missing["error"] == ("data.hub=nyu-mll/glue: data.hub_config.splits names no split for other "
                                     "(leave a set out: ~data.val_files.other)")
-        typo, _ = stage({**spec, "hub": "nyu-mll/glu"}, env)
         assert typo["error"].startswith("data.hub: datasets:nyu-mll/glu/rte[train]: no such dataset on")
 
     offline = {**env, "HF_HUB_OFFLINE": "1"}
-    staged_copy, stderr = stage(spec, offline)
+    (staged_copy, nothing), stderr = stage([spec, {**spec, "cache_dir": str(tmp_path / "empty")}], offline)
     assert staged_copy["train"] == first["train"] and "using the copy staged from commit" in stderr
-    nothing, _ = stage({**spec, "cache_dir": str(tmp_path / "empty")}, offline)
     assert nothing["error"].startswith("data.hub: nyu-mll/glue (rte): the Hub cannot be reached (offline mode is set)")

@@ -56,14 +56,14 @@ def test_token_budget_stops_with_the_schedule_spent_and_resumes_to_the_same_tota
 
 def test_time_budget_ends_on_time(env, tmp_path):
     run_dir = tmp_path / "timed"
-    result = run_cli([*BUDGETED, "trainer.budget=20s", f"hydra.run.dir={run_dir}"], env=env)
+    result = run_cli([*BUDGETED, "trainer.budget=10s", f"hydra.run.dir={run_dir}"], env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "finished"
     # the training clock stops within a step of the budget (validation and saving come after it), however
     # busy the machine: the overshoot is at most about one step
     seconds, steps = info["throughput"]["train_seconds"], info["global_step"]
-    assert 19 <= seconds < 20 + 2 * seconds / steps + 1, (seconds, steps)
+    assert 9 <= seconds < 10 + 2 * seconds / steps + 1, (seconds, steps)
     rates = [float(r["lr"]) for r in rows(run_dir)]
     peak = rates.index(max(rates))
     assert rates[-1] < max(rates) and all(a >= b for a, b in zip(rates[peak:], rates[peak + 1:]))  # decaying

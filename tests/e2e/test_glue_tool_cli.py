@@ -6,13 +6,11 @@ SST-2 test predictions (the real unlabelled test file, 1,821 rows) zipped; a lab
 the submission with one line."""
 
 import json
-import subprocess
-import sys
 import zipfile
 
 import pytest
 
-from helpers import REPO, tiny_hf_directory
+from helpers import run_cli, tiny_hf_directory
 
 pytestmark = pytest.mark.slow
 
@@ -21,8 +19,7 @@ SHORT = ["+data.limit_train_examples=64", "trainer.max_epochs=1", "data.max_seq_
 
 
 def module(name, *args, env):
-    return subprocess.run([sys.executable, "-m", name, *map(str, args)], cwd=REPO, capture_output=True, text=True,
-                          timeout=600, env=env)
+    return run_cli(list(map(str, args)), env=env, module=name)
 
 
 @pytest.fixture(scope="module")

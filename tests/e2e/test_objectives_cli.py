@@ -33,9 +33,23 @@ def train(preset: str, env: dict, run_dir, *extra: str):
     return json.loads((run_dir / "run.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def trained(env, tmp_path_factory):
+    """Each preset's run, trained when a test first asks for it (the export tests read the runs the
+    training tests made)."""
+    runs = {}
+
+    def run_of(preset: str):
+        if preset not in runs:
+            run_dir = tmp_path_factory.mktemp(preset) / "run"
+            runs[preset] = run_dir, train(preset, env, run_dir)
+        return runs[preset]
+    return run_of
+
+
 @pytest.mark.parametrize("preset", list(PRESETS))
-def test_each_objective_trains_with_finite_losses(preset, env, tmp_path):
-    info = train(preset, env, tmp_path / "run")
+def test_each_objective_trains_with_finite_losses(preset, trained):
+    _, info = trained(preset)
     monitor, logged = PRESETS[preset]
     metrics = info["metrics"]
     assert info["status"] == "finished" and info["global_step"] == 3 and info["monitor"] == monitor
@@ -51,19 +65,15 @@ EXPORTS = {"pretrain_electra_tiny": "ElectraForPreTraining", "pretrain_albert_ti
 
 
 @pytest.mark.parametrize("preset", list(EXPORTS))
-def test_electra_and_albert_runs_export_as_their_huggingface_architectures(preset, env, tmp_path):
-    import os
-    import subprocess
-    import sys
-
+def test_electra_and_albert_runs_export_as_their_huggingface_architectures(preset, trained, tmp_path, capsys):
     import transformers
 
-    train(preset, env, tmp_path / preset, "trainer.limit_val_batches=0")
+    from bert_exp.tools.export import main as export_main
+
+    run_dir, _ = trained(preset)
     out_dir = tmp_path / f"{preset}-hf"
-    out = subprocess.run([sys.executable, "-m", "bert_exp.export", str(tmp_path / preset), str(out_dir)],
-                         capture_output=True, text=True, env={**os.environ, **env})
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert f"as {EXPORTS[preset]}" in out.stdout
+    assert export_main([str(run_dir), str(out_dir)]) == 0, capsys.readouterr().err[-2000:]
+    assert f"as {EXPORTS[preset]}" in capsys.readouterr().out
     config = json.loads((out_dir / "config.json").read_text())
     assert config["architectures"] == [EXPORTS[preset]] and config["hidden_size"] == 128
     directories = {out_dir: getattr(transformers, EXPORTS[preset])}

@@ -20,7 +20,8 @@ STAGES = [
     '"data.tokenizer.vocab_size=2000","trainer.max_steps=6","trainer.val_check_interval=3",'
     '"trainer.limit_val_batches=2"]',
     'pipeline.cola.overrides=["trainer.max_steps=4"]',
-    'pipeline.squad.overrides=["trainer.max_steps=3","+data.limit_val_examples=40"]',
+    # three steps of 32 windows read fewer than 96 questions' windows: the rest would only be tokenized
+    'pipeline.squad.overrides=["trainer.max_steps=3","+data.limit_val_examples=40","+data.limit_train_examples=96"]',
     # a tagging stage added on the command line, feature-based on the second-to-last layer: its last layer
     # gets no gradient, which DDP accepts only because such parameters are frozen
     "+pipeline.pos.experiment=pos_tiny", "+pipeline.pos.init_from=pretrain",
@@ -116,6 +117,7 @@ def test_ddp_squad_evaluation_equals_single_process(pipeline, env, monkeypatch, 
     ddp = stage_info(run_dir, "squad")
     single = evaluate_single_process(
         env, monkeypatch, ["+experiment=squad_v1_tiny_local", "+data.limit_val_examples=40",
+                           "+data.limit_train_examples=32",  # (max_steps=0: no training window is read)
                            f"task.init_from={run_dir / 'squad' / 'checkpoints' / 'last.ckpt'}"], tmp_path / "single")
     assert (ddp["metrics"]["val/exact_match"], ddp["metrics"]["val/f1"]) == \
         (single["metrics"]["val/exact_match"], single["metrics"]["val/f1"])

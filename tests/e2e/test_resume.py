@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from bert_exp.runner.run import run
-from helpers import REPO, compose_config
+from helpers import REPO, compose_config, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -126,9 +126,9 @@ def test_a_ddp_run_terminated_and_resumed_equals_an_uninterrupted_one(env, tmp_p
     assert saved["global_step"] == 16 and len(saved["random_states"]) == 2  # the step in flight; one per process
 
     resumed, reference = tmp_path / "resumed", tmp_path / "reference"
-    for run_dir, extra in ((resumed, [f"ckpt_path={terminated}"]), (reference, [])):
-        proc = start(run_dir, env, *ddp, *extra)
-        assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
+    for run_dir, extra in ((resumed, [f"ckpt_path={terminated}"]), (reference, [])):  # no signal: as a user runs them
+        done = run_cli([*OVERRIDES, *ddp, *extra, f"hydra.run.dir={run_dir}"], env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
     expected = losses(reference)
     assert sorted(expected) == list(range(40)) and min(losses(resumed)) == saved["global_step"]
     continued = {**losses(terminated), **losses(resumed)}
