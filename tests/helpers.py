@@ -30,12 +30,16 @@ def compose_config(overrides: list[str], run_dir: Path | None = None):
     return cfg
 
 
+def cli_environment(env: dict | None = None) -> dict:
+    """The environment of the tests' CLI runs: this process's, W&B offline and quiet, then ``env``."""
+    return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
+
+
 def run_cli(args: list[str], cwd: Path | None = None, timeout: int = 600, env: dict | None = None,
             fresh: bool = False, module: str = "bert_exp"):
     """``python -m bert_exp ARGS`` (or ``-m MODULE``), its output captured; forked from a warm interpreter
     unless ``fresh`` or the environment asks for a fresh one (warm_python.py says when)."""
-    environment = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
-    return run_module(args, cwd or REPO, environment, timeout, fresh, module)
+    return run_module(args, cwd or REPO, cli_environment(env), timeout, fresh, module)
 
 
 def tiny_hf_directory(path: Path) -> Path:

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from helpers import REPO, run_cli
+from helpers import REPO, cli_environment, run_cli
 import warm_python
 from warm_python import WarmPython
 
@@ -20,16 +20,12 @@ def warm():
     interpreter.process.wait(timeout=60)
 
 
-def environment(**more) -> dict:
-    return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **more}
-
-
 @pytest.mark.parametrize("args", [["+experiment=pretrain_tinyy"],  # refused: one line on stderr, exit 2
                                   ["+experiment=pretrain_tiny", "model=mini", "--cfg", "job"],  # a config on stdout
                                   ["+experiment=pretrain_tiny", "--help"]])
 def test_a_forked_run_answers_as_a_fresh_one(args, warm, tmp_path):
     args = [*args, f"hydra.run.dir={tmp_path / 'run'}"]
-    forked, fresh = warm.run(args, REPO, environment(), 600), run_cli(args, fresh=True)
+    forked, fresh = warm.run(args, REPO, cli_environment(), 600), run_cli(args, fresh=True)
     assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     assert forked.stdout or forked.stderr
     assert not (tmp_path / "run").exists()
@@ -37,7 +33,7 @@ def test_a_forked_run_answers_as_a_fresh_one(args, warm, tmp_path):
 
 @pytest.mark.parametrize("args", [["--help"], ["no-such-run"]])  # its help; a run it cannot find, exit 2
 def test_another_module_forked_answers_as_a_fresh_one(args, warm, tmp_path):
-    forked = warm.run(args, tmp_path, environment(), 600, module="bert_exp.score")
+    forked = warm.run(args, tmp_path, cli_environment(), 600, module="bert_exp.score")
     fresh = run_cli(args, cwd=tmp_path, fresh=True, module="bert_exp.score")
     assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     assert forked.stdout or forked.stderr
@@ -56,7 +52,7 @@ def test_an_environment_the_imports_may_have_read_goes_to_a_fresh_interpreter():
 
 
 def test_a_run_past_its_timeout_is_killed_and_the_next_run_is_served(warm, data_dir, tmp_path):
-    env = environment(BERT_EXP_DATA=str(data_dir), BERT_EXP_CACHE=str(tmp_path / "cache"))
+    env = cli_environment({"BERT_EXP_DATA": str(data_dir), "BERT_EXP_CACHE": str(tmp_path / "cache")})
     with pytest.raises(subprocess.TimeoutExpired):
         warm.run(["+experiment=pretrain_tiny", f"hydra.run.dir={tmp_path / 'slow'}"], REPO, env, 2)
     assert not os.path.exists(f"/proc/{warm.last_pid}")  # killed and reaped

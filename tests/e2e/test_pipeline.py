@@ -20,7 +20,7 @@ STAGES = [
     '"data.tokenizer.vocab_size=2000","trainer.max_steps=6","trainer.val_check_interval=3",'
     '"trainer.limit_val_batches=2"]',
     'pipeline.cola.overrides=["trainer.max_steps=4"]',
-    # three steps of 32 windows read fewer than 96 questions' windows: the rest would only be tokenized
+    # three steps of 32 windows read at most 96 windows, fewer than 96 questions make: more would only be tokenized
     'pipeline.squad.overrides=["trainer.max_steps=3","+data.limit_val_examples=40","+data.limit_train_examples=96"]',
     # a tagging stage added on the command line, feature-based on the second-to-last layer: its last layer
     # gets no gradient, which DDP accepts only because such parameters are frozen
