@@ -115,11 +115,12 @@ def pad_batch(features: list[dict], pad_id: int, keys=("input_ids", "token_type_
 
 
 def read_utf8(path: Path) -> str:
-    """The text of a UTF-8 file; one DataFileError naming the file, the line and what the bytes look like
+    """The text of a UTF-8 file, a leading byte-order mark dropped (SentEval's MRPC files begin with one, as
+    files saved by Windows tools do); one DataFileError naming the file, the line and what the bytes look like
     otherwise (UTF-16 with its byte-order mark, latin-1 or binary)."""
     data = Path(path).read_bytes()
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         if data[:2] in (b"\xff\xfe", b"\xfe\xff"):

@@ -518,7 +518,7 @@ def read_inputs(path: str | Path) -> Inputs:
     path = Path(path)
     if not path.is_file():
         raise PredictError(f"{path}: no such file")
-    raw = path.read_text(encoding="utf-8")
+    raw = path.read_text(encoding="utf-8-sig")  # a leading byte-order mark dropped
     if not raw.strip():
         raise PredictError(f"{path}: the file is empty")
     suffix = path.suffix.lower()

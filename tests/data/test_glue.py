@@ -15,7 +15,7 @@ def write(tmp_path, name, text):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("a\t1\t\tGood one.\nb\t1\tOnly three\n", r"bad.tsv:2: expected 4 tab-separated columns, found 3"),
+    ("a\t1\t\tGood one.\nb\t1\tOnly three\n", r"bad.tsv:2: expected 4 tab-separated columns \(data.num_columns\), found 3"),
     ("a\t1\t\tGood one.\nb\t2\t*\tBad label.\n", r"bad.tsv:2: label '2' is not an integer in 0..1"),
     ("a\tyes\t\tBad label.\n", r"bad.tsv:1: label 'yes' is not an integer in 0..1"),
     ("a\t1\t\t \n", r"bad.tsv:1: empty text"),
@@ -208,7 +208,15 @@ def test_mrpc_dev_is_the_pairs_glue_lists(tmp_path):
     train_rows, dev_rows = dm.train_and_held_out()
     assert [e.texts for e in dev_rows] == [("D e.", "F g.")] and len(train_rows) == 2
     write(tmp_path, "dev_ids.tsv", "12\t13\n99\t98\n")
-    with pytest.raises(DataFileError, match=r"dev_ids.tsv: 1 of its 2 id rows are not in the training file"):
+    with pytest.raises(DataFileError, match=r"dev_ids.tsv: 1 of its 2 id rows are not in the training file "
+                                            r"\(line 2: '99\\t98'\)"):
+        dm.train_and_held_out()
+    write(tmp_path, "dev_ids.tsv", "12\t13\n12\t13\n")  # once read as "-1 of its 1 id rows"
+    with pytest.raises(DataFileError, match=r"dev_ids.tsv:2: ids '12\\t13' again \(first on line 1\)"):
+        dm.train_and_held_out()
+    write(tmp_path, "msr_paraphrase_train.txt", train.read_text() + "1\t12\t13\tD e.\tF g.\n")
+    write(tmp_path, "dev_ids.tsv", "12\t13\n")
+    with pytest.raises(DataFileError, match=r"dev_ids.tsv:1: ids '12\\t13' are on 2 rows of the training file"):
         dm.train_and_held_out()
 
 
@@ -217,13 +225,44 @@ def test_mrpc_dev_is_the_pairs_glue_lists(tmp_path):
      {"label_map": {"entailment": 0, "not_entailment": 1}},
      r"bad.tsv:3: label 'contradicts' is not in data.label_map \(entailment, not_entailment\)"),
     ("index\ts1\ts2\tlabel\n0\tA.\tB.\tentailment\n1\tC.\tD.\n", {"label_map": {"entailment": 0}},
-     r"bad.tsv:3: expected 4 tab-separated columns, found 3"),
+     r"bad.tsv:3: 3 tab-separated columns, the header \(line 1\) names 4$"),
     ("index\ts1\ts2\n0\tA.\tB.\n", {"label_map": {"entailment": 0}},
-     r"bad.tsv:1: no column 'label' for the label \(the header has index, s1, s2\)"),
+     r"bad.tsv:1: no column 'label' for the label \(the header has 'index', 's1', 's2'\)"),
 ])
 def test_bad_glue_rows_name_file_and_line(tmp_path, text, kwargs, message):
     with pytest.raises(DataFileError, match=message):
         read_tsv(write(tmp_path, "bad.tsv", text), ["s1", "s2"], "label", 2, 4, header=True, **kwargs)
+
+
+@pytest.mark.parametrize("text, message", [  # each was misread or misworded before
+    ("\tindex\ts1\ts2\tlabel\n0\tA.\tB.\tentailment\n", r"bad.tsv:1: an empty column name in the header"),
+    ("s1\ts2\tlabel\n0\tA person moves.\tB.\tentailment\n",
+     r"bad.tsv:2: 4 tab-separated columns, the header \(line 1\) names 3 \(the header lacks a name"),
+])
+def test_a_header_that_does_not_fit_its_rows_is_named(tmp_path, text, message):
+    with pytest.raises(DataFileError, match=message):
+        read_tsv(write(tmp_path, "bad.tsv", text), ["s1", "s2"], "label", 2, header=True,
+                 label_map={"entailment": 0, "not_entailment": 1})
+
+
+@pytest.mark.parametrize("score, message", [
+    ("nan", r"bad.tsv:3: label 'nan' is not a finite number"), ("inf", r"bad.tsv:3: label 'inf' is not a finite"),
+    ("-Infinity", r"label '-Infinity' is not a finite number"),
+    ("7.5", r"bad.tsv:3: label '7.5' is outside data.label_range \[0, 5\]"), ("-1", r"label '-1' is outside"),
+])
+def test_stsb_scores_are_finite_and_in_range(tmp_path, score, message):
+    path = write(tmp_path, "bad.tsv", f"s1\ts2\tscore\nA.\tB.\t5.000\nC.\tD.\t{score}\n")
+    with pytest.raises(DataFileError, match=message):
+        read_tsv(path, ["s1", "s2"], "score", 1, header=True, label_range=(0.0, 5.0))
+    assert read_tsv(path, ["s1", "s2"], "score", 1, header=True)[0].label == 5.0 if score in ("7.5", "-1") else True
+
+
+def test_a_byte_order_mark_is_dropped(tmp_path):
+    """SentEval's msr_paraphrase_*.txt begin with a UTF-8 byte-order mark (transformers' glue.py skips it)."""
+    path = tmp_path / "msr.txt"
+    path.write_bytes(b"\xef\xbb\xbfQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA b.\tA c.\n")
+    dm = GlueDataModule(str(path), {"dev": str(path)}, ["#1 String", "#2 String"], "Quality", header=True)
+    assert [(e.texts, e.label) for e in dm.read(str(path))] == [(("A b.", "A c."), 1)]
 
 
 def test_a_column_name_without_a_header_is_refused(tmp_path):
@@ -241,3 +280,36 @@ def test_a_column_name_without_a_header_is_refused(tmp_path):
 def test_a_wrong_label_map_or_hold_out_is_one_line_before_reading(kwargs, message):
     with pytest.raises(DataFileError, match=message):
         GlueDataModule("train.tsv", {"dev": "train.tsv"}, ["s1", "s2"], "label", header=True, **kwargs)
+
+
+def test_cola_monitors_glues_dev_set_in_both_forms(data_dir):
+    """GLUE's CoLA validation is 1,043 rows (the release's in-domain 527 and out-of-domain 516 dev rows,
+    HuggingFace's glue validation split): the preset's monitored set is those rows from the files, and the
+    same split by the same name with data.hub."""
+    from helpers import compose_config
+    from hydra.utils import instantiate
+
+    cfg = compose_config(["+experiment=cola_minilm", f"data.vocab_file={minilm_dir() / 'vocab.txt'}"])
+    assert list(cfg.data.val_files)[0] == "dev" and list(cfg.task.module.val_sets)[0] == "dev"
+    dm = instantiate(cfg.data, loader=LoaderSettings())
+    dm.setup("validate")
+    assert {name: len(rows) for name, rows in dm.datasets.items()} == {"dev": 1043}
+    assert cfg.data.hub_config.splits.dev == "validation"
+
+
+def test_stsb_presets_refuse_scores_outside_zero_to_five(tmp_path):
+    from helpers import compose_config
+    from hydra.utils import instantiate
+
+    folder = tmp_path / "glue" / "STS-B"
+    folder.mkdir(parents=True)
+    good = "0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA plane is taking off.\tAn air plane is taking off.\t5.000\n"
+    (folder / "train.tsv").write_text(good + good.replace("5.000", "7.5"))
+    (folder / "dev.tsv").write_text(good.replace("5.000", "nan"))
+    cfg = compose_config(["+experiment=glue_stsb_minilm_local", f"paths.data_dir={tmp_path}",
+                          f"data.vocab_file={minilm_dir() / 'vocab.txt'}"])
+    dm = instantiate(cfg.data, loader=LoaderSettings())
+    with pytest.raises(DataFileError, match=r"STS-B/dev.tsv:1: label 'nan' is not a finite number"):
+        dm.setup("validate")
+    with pytest.raises(DataFileError, match=r"STS-B/train.tsv:2: label '7.5' is outside data.label_range \[0, 5\]"):
+        dm.setup("fit")

@@ -1,6 +1,7 @@
 """GLUE through ``datasets`` (``data.hub=nyu-mll/glue``) against a local stand-in for the Hub: RTE's rows at
 hand as a parquet repository with GLUE's card; the splits staged once per commit as TSVs, labels by their
-names through the preset's label map, the test split unlabelled with its ids; offline, the staged copy."""
+names through the preset's label map, the test split staged unlabelled with its ids (even where the Hub's
+carries labels, as its MRPC does); offline, the staged copy."""
 
 import os
 import subprocess
@@ -62,7 +63,7 @@ def rte_repository(data_dir, folder):
     (folder / "rte").mkdir(parents=True)
     (folder / "README.md").write_text(CARD)
     for split, examples, labelled in [("train", rows["train"], True), ("validation", rows["dev"], True),
-                                      ("test", rows["dev"][:20], False)]:
+                                      ("test", rows["dev"][:20], True)]:  # labelled, as the Hub's MRPC test is
         pq.write_table(pa.table({"sentence1": [e.texts[0] for e in examples], "sentence2": [e.texts[1] for e in examples],
                                  "label": [e.label if labelled else -1 for e in examples],
                                  "idx": list(range(len(examples)))}), folder / "rte" / f"{split}-00000-of-00001.parquet")
@@ -101,7 +102,7 @@ def test_glue_from_the_hub_staged_per_commit(data_dir, tmp_path):
                           label_map={"entailment": 0, "not_entailment": 1})
         assert [(e.texts, e.label) for e in staged] == [(e.texts, e.label) for e in rows["train"]]
         assert open(first["train"]).readline() == "sentence1\tsentence2\tlabel\tidx\n"  # labels as names
-        assert open(first["test"]["RTE"]).readline() == "sentence1\tsentence2\tidx\n"  # the test split: none
+        assert open(first["test"]["RTE"]).readline() == "sentence1\tsentence2\tidx\n"  # the test split: its labels dropped
         commit = hub.dataset_commit("nyu-mll/glue")
         assert f"-{commit}" not in first["train"] and "nyu-mll--glue-rte-" in first["train"]
         streamed = [r for r in hub.requests if "/resolve/" in r]

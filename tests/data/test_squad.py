@@ -206,6 +206,15 @@ def test_v2_features_and_evaluation(data_dir, tmp_path, tokenizer):
      r"qas\[0\].answers\[0\] \(question id \w+\): answer_start 3 does not point at"),
     (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].update(answers=[]), r"no answers and not is_impossible"),
     (lambda d: d.pop("data"), r'expected \{"data": \[...\]\}'),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=-5),
+     r"qas\[0\].answers\[0\] \(question id \w+\): answer_start -5 is negative"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=True),
+     r"qas\[0\].answers\[0\]: needs 'text' and an integer 'answer_start'"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].update(is_impossible="false"),
+     r"qas\[0\]: 'is_impossible' is 'false', not true or false"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0:2] and [d["data"][0]["paragraphs"][0]["qas"][0].update(id=1),
+                                                             d["data"][0]["paragraphs"][0]["qas"][1].update(id="1")],
+     r"qas\[1\]: duplicate id '1'"),
 ])
 def test_malformed_squad_is_a_clear_error(data_dir, tmp_path, mutate, message):
     raw = json.loads((data_dir / "squad" / "dev-v1.1.json").read_text())

@@ -70,7 +70,8 @@ def test_glue_entry_checks_the_pinned_sha256(name, server, catalog_dir, tmp_path
                                         "glue_wnli_minilm"])
 def test_every_file_a_glue_preset_reads_is_in_the_catalog(experiment):
     data = compose_config([f"+experiment={experiment}", "paths.data_dir=/d"]).data
-    files = [data.train_file, *data.val_files.values(), *(data.get("test_files") or {}).values()]
+    val = [p for paths in data.val_files.values() for p in ([paths] if isinstance(paths, str) else paths)]
+    files = [data.train_file, *val, *(data.get("test_files") or {}).values()]
     if data.get("hold_out") and data.hold_out.get("ids_file"):
         files.append(data.hold_out.ids_file)
     catalog = load_catalog()

@@ -135,5 +135,5 @@ def test_pretraining_run_exports_and_starts_a_fine_tuning(first_run, tmp_path):
     assert info["initialised_from"] == str(run_dir / "checkpoints" / "last.ckpt")
     assert info["fresh_parameters"] == ["classifier.weight", "classifier.bias"]
     # 5 steps end inside the first epoch: the run still ends with a validation of the final weights
-    assert "val/mcc" in info["metrics"] and "val/out_of_domain_dev/mcc" in info["metrics"]
+    assert "val/mcc" in info["metrics"] and "val/dev/mcc" in info["metrics"]
     assert (cola_dir / "vocab.txt").read_text() == (run_dir / "vocab.txt").read_text()

@@ -10,7 +10,9 @@ label at different positions under one name).
 from __future__ import annotations
 
 import io
+import math
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +41,10 @@ def _positions(path: Path, header_cols: list[str] | None, columns: list[Column],
         elif header_cols is None:
             raise DataFileError(f"{path}: {what} {column!r} is a column name, but the file has no header (data.header)")
         elif column not in header_cols:
+            bom = " (a byte-order mark inside the name: the file joins two files?)" if any(
+                "\ufeff" in c for c in header_cols) else ""
             raise DataFileError(f"{path}:1: no column {column!r} for the {what} (the header has "
-                                f"{', '.join(header_cols)})")
+                                f"{', '.join(map(repr, header_cols))}){bom}")
         else:
             out.append(header_cols.index(column))
     return out
@@ -48,9 +52,10 @@ def _positions(path: Path, header_cols: list[str] | None, columns: list[Column],
 
 def read_tsv(path: str | Path, text_columns: list[Column], label_column: Column | None, num_labels: int,
              num_columns: int | None = None, header: bool = False, label_map: dict[str, int] | None = None,
-             index_columns: list[Column] = ()) -> list[Example]:
-    """The rows of a GLUE-style TSV file. Columns are positions or (with ``header``) names. Labels are
-    integers in ``[0, num_labels)``, numbers for regression (``num_labels == 1``), or strings mapped by
+             index_columns: list[Column] = (), label_range: tuple[float, float] | None = None) -> list[Example]:
+    """The rows of a GLUE-style TSV file. Columns are positions or (with ``header``) names; with a header
+    every row has as many columns as it names. Labels are integers in ``[0, num_labels)``, finite numbers
+    for regression (``num_labels == 1``; within ``label_range`` when given), or strings mapped by
     ``label_map``; ``label_column=None`` reads an unlabelled (test) file."""
     path = Path(path)
     if not path.is_file():
@@ -60,9 +65,13 @@ def read_tsv(path: str | Path, text_columns: list[Column], label_column: Column 
     if header:
         first = lines.readline().rstrip("\r\n")
         header_cols = first.split("\t") if first else []
+        if "" in header_cols:
+            raise DataFileError(f"{path}:1: an empty column name in the header ({header_cols!r}): a stray tab?")
     texts_at = _positions(path, header_cols, list(text_columns), "text")
     label_at = _positions(path, header_cols, [label_column], "label")[0] if label_column is not None else None
     index_at = _positions(path, header_cols, list(index_columns), "index")
+    if header_cols is not None and num_columns is not None and len(header_cols) != num_columns:
+        raise DataFileError(f"{path}:1: the header names {len(header_cols)} columns, data.num_columns is {num_columns}")
     needed = max([*texts_at, *index_at, label_at if label_at is not None else 0]) + 1
     examples = []
     for lineno, line in enumerate(lines, start=2 if header else 1):
@@ -70,15 +79,22 @@ def read_tsv(path: str | Path, text_columns: list[Column], label_column: Column 
         if not line.strip():
             continue
         cols = line.split("\t")
-        if (num_columns is not None and len(cols) != num_columns) or len(cols) < needed:
-            raise DataFileError(f"{path}:{lineno}: expected {num_columns or needed} tab-separated columns, "
-                                f"found {len(cols)}")
+        if header_cols is not None and len(cols) != len(header_cols):
+            lacks = " (the header lacks a name: GLUE's files begin with index)" if len(cols) > len(header_cols) else ""
+            raise DataFileError(f"{path}:{lineno}: {len(cols)} tab-separated columns, the header (line 1) names "
+                                f"{len(header_cols)}{lacks}")
+        if num_columns is not None and len(cols) != num_columns:
+            raise DataFileError(f"{path}:{lineno}: expected {num_columns} tab-separated columns "
+                                f"(data.num_columns), found {len(cols)}")
+        if len(cols) < needed:
+            raise DataFileError(f"{path}:{lineno}: found {len(cols)} tab-separated columns; the columns read "
+                                f"need at least {needed}")
         texts = tuple(cols[c] for c in texts_at)
         if not all(t.strip() for t in texts):
             raise DataFileError(f"{path}:{lineno}: empty text in column {list(text_columns)}")
         label: float | int = -1
         if label_at is not None:
-            label = parse_label(cols[label_at].strip(), num_labels, label_map, f"{path}:{lineno}")
+            label = parse_label(cols[label_at].strip(), num_labels, label_map, f"{path}:{lineno}", label_range)
         index = "\t".join(cols[c].strip() for c in index_at) if index_at else str(len(examples))
         examples.append(Example(texts, label, index))
     if not examples:
@@ -87,14 +103,15 @@ def read_tsv(path: str | Path, text_columns: list[Column], label_column: Column 
 
 
 def header_row(path: Path) -> list[str]:
-    """The column names in a TSV file's first line."""
+    """The column names in a TSV file's first line (a byte-order mark before it dropped)."""
     if not path.is_file():
         raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
         return f.readline().rstrip("\r\n").split("\t")
 
 
-def parse_label(raw: str, num_labels: int, label_map: dict[str, int] | None, where: str) -> float | int:
+def parse_label(raw: str, num_labels: int, label_map: dict[str, int] | None, where: str,
+                label_range: tuple[float, float] | None = None) -> float | int:
     if label_map:
         if raw not in label_map:
             raise DataFileError(f"{where}: label {raw!r} is not in data.label_map ({', '.join(label_map)})")
@@ -103,9 +120,14 @@ def parse_label(raw: str, num_labels: int, label_map: dict[str, int] | None, whe
         label = float(raw) if num_labels == 1 else int(raw)
     except ValueError:
         label = None
+    if num_labels == 1 and label is not None and not math.isfinite(label):
+        label = None  # float() reads "nan" and "inf": no score a regression can learn or be scored on
     if label is None or (num_labels > 1 and not 0 <= label < num_labels):
-        expected = "a number" if num_labels == 1 else f"an integer in 0..{num_labels - 1}"
+        expected = "a finite number" if num_labels == 1 else f"an integer in 0..{num_labels - 1}"
         raise DataFileError(f"{where}: label {raw!r} is not {expected}")
+    if label_range is not None and not label_range[0] <= label <= label_range[1]:
+        raise DataFileError(f"{where}: label {raw!r} is outside data.label_range "
+                            f"[{label_range[0]:g}, {label_range[1]:g}]")
     return label
 
 
@@ -160,31 +182,44 @@ class HoldOut:
                 raise DataFileError(f"data.hold_out.last_rows={self.last_rows}: the training file has "
                                     f"{len(examples)} rows")
             return examples[:-self.last_rows], examples[-self.last_rows:]
-        listed = {"\t".join(c.strip() for c in line.split("\t"))
-                  for line in read_utf8(Path(self.ids_file)).splitlines() if line.strip()}
-        held = [i for i, example in enumerate(examples) if example.index in listed]
-        if len(held) != len(listed):
-            raise DataFileError(f"{self.ids_file}: {len(listed) - len(held)} of its {len(listed)} id rows are not in "
-                                "the training file")
+        lines = [(n, "\t".join(c.strip() for c in line.split("\t")))
+                 for n, line in enumerate(read_utf8(Path(self.ids_file)).splitlines(), start=1) if line.strip()]
+        first: dict[str, int] = {}
+        for n, ids in lines:
+            if ids in first:
+                raise DataFileError(f"{self.ids_file}:{n}: ids {ids!r} again (first on line {first[ids]})")
+            first[ids] = n
+        held = [i for i, example in enumerate(examples) if example.index in first]
+        twice = [ids for ids, count in Counter(examples[i].index for i in held).items() if count > 1]
+        if twice:
+            raise DataFileError(f"{self.ids_file}:{first[twice[0]]}: ids {twice[0]!r} are on "
+                                f"{sum(examples[i].index == twice[0] for i in held)} rows of the training file "
+                                "(a held-out row must be one row)")
+        if len(held) != len(first):
+            missing = next(ids for ids in first if ids not in {examples[i].index for i in held})
+            raise DataFileError(f"{self.ids_file}: {len(first) - len(held)} of its {len(first)} id rows are not in "
+                                f"the training file (line {first[missing]}: {missing!r})")
         chosen = set(held)
         return ([e for i, e in enumerate(examples) if i not in chosen], [examples[i] for i in held])
 
 
 class GlueDataModule(TrainAndValSetsDataModule):
-    """Train file + one or more named validation files; single sentences or pairs (two text columns).
-    Columns are positions or header names; string labels are mapped by ``label_map``; ``hold_out`` cuts a
-    validation set from the training file (MRPC)."""
+    """Train file + one or more named validation sets (a file, or a list of files read as one set: GLUE's
+    CoLA dev is the release's in-domain and out-of-domain dev files); single sentences or pairs (two text
+    columns). Columns are positions or header names; string labels are mapped by ``label_map``;
+    ``hold_out`` cuts a validation set from the training file (MRPC)."""
 
     def __init__(
         self,
         train_file: str,
-        val_files: dict[str, str],
+        val_files: dict[str, str | list[str]],
         text_columns: list[Column],
         label_column: Column,
         num_labels: int = 2,
         num_columns: int | None = None,
         header: bool = False,
         label_map: dict[str, int] | None = None,
+        label_range: list[float] | None = None,
         hold_out: dict | None = None,
         max_seq_length: int = 128,
         vocab_file: str | None = None,
@@ -202,7 +237,8 @@ class GlueDataModule(TrainAndValSetsDataModule):
         hub_config: dict | None = None,
         cache_dir: str | None = None,
     ):
-        """``seed``: the training order (grouped by length or not). ``test_files``: unlabelled files to
+        """``label_range``: [low, high] of a regression's scores (STS-B's 0 to 5); a row outside is refused.
+        ``seed``: the training order (grouped by length or not). ``test_files``: unlabelled files to
         predict (GLUE's test sets: submission name -> file, read by header names: ``test_text_columns``,
         else ``text_columns``, and the row id in ``test_index_column``, null: the row's position); training never
         reads them. A test file with the label column is refused (``test_labels: refuse``), or read without it
@@ -222,9 +258,18 @@ class GlueDataModule(TrainAndValSetsDataModule):
             wrong = {k: v for k, v in self.label_map.items() if v not in range(num_labels)}
             if wrong:
                 raise DataFileError(f"data.label_map: {wrong} not a class in 0..{num_labels - 1}")
+        self.label_range = None
+        if label_range is not None:
+            if num_labels != 1 or len(label_range) != 2 or not label_range[0] < label_range[1]:
+                raise DataFileError(f"data.label_range={list(label_range)}: [low, high] of a regression's scores "
+                                    "(num_labels=1)")
+            self.label_range = (float(label_range[0]), float(label_range[1]))
         self.hold_out = HoldOut(**hold_out) if hold_out else None
-        self.train_file, self.val_files = train_file, dict(val_files or {})
-        if self.hold_out is not None and Path(self.val_files.get(self.hold_out.name, "")) != Path(train_file):
+        self.train_file = train_file
+        self.val_files = {name: path if isinstance(path, str) else [str(p) for p in path]
+                          for name, path in dict(val_files or {}).items()}
+        held_file = self.val_files.get(self.hold_out.name, "") if self.hold_out is not None else ""
+        if self.hold_out is not None and (not isinstance(held_file, str) or Path(held_file) != Path(train_file)):
             raise DataFileError(f"data.hold_out.name={self.hold_out.name!r}: list it in data.val_files with the "
                                 f"training file as its file ({self.hold_out.name}: ${{data.train_file}})")
         self.text_columns, self.label_column = list(text_columns), label_column
@@ -262,13 +307,14 @@ class GlueDataModule(TrainAndValSetsDataModule):
         if missing:
             raise DataFileError(f"data.hub={self.hub}: data.hub_config.splits names no split for "
                                 f"{', '.join(missing)} (leave a set out: ~data.val_files.{missing[0]})")
-        staged = stage_glue(self.hub, {**self.hub_config, "splits": splits}, root, label_names=bool(self.label_map))
+        staged = stage_glue(self.hub, {**self.hub_config, "splits": splits}, root, label_names=bool(self.label_map),
+                            test_sets=list(self.test_files))
         self.train_file = str(staged["train"])
         self.val_files = {name: str(staged[name]) for name in self.val_files}
         self.test_files = {name: str(staged[name]) for name in self.test_files}
         self.text_columns = self.test_text_columns = list(self.hub_config["text_columns"])
         self.label_column, self.header, self.num_columns, self.hold_out = "label", True, None, None
-        self.test_index_column, self.test_labels = "idx", "refuse"
+        self.test_index_column, self.test_labels = "idx", "refuse"  # the staged test splits have no labels
         self._staged = True
 
     def required_inputs(self) -> list[str]:
@@ -278,7 +324,8 @@ class GlueDataModule(TrainAndValSetsDataModule):
     def input_files(self) -> list[Path]:
         self.from_hub()
         extra = [Path(self.hold_out.ids_file)] if self.hold_out and self.hold_out.ids_file else []
-        return list(dict.fromkeys([Path(self.train_file), *map(Path, self.val_files.values()), *extra]))
+        val = [Path(p) for paths in self.val_files.values() for p in ([paths] if isinstance(paths, str) else paths)]
+        return list(dict.fromkeys([Path(self.train_file), *val, *extra]))
 
     def label_name(self) -> str | None:
         """The label column's header name (to tell labelled files from test files), where files have one."""
@@ -289,13 +336,16 @@ class GlueDataModule(TrainAndValSetsDataModule):
         names = header_row(Path(self.train_file))
         return names[self.label_column] if self.label_column < len(names) else None
 
-    def read(self, path: str, index_columns: list[Column] = ()) -> list[Example]:
+    def read(self, path: str | list[str], index_columns: list[Column] = ()) -> list[Example]:
+        """The labelled rows of a file, or of several read as one set, in order."""
+        if not isinstance(path, str):
+            return [example for one in path for example in self.read(one, index_columns)]
         name = self.label_name()
         if name is not None and name not in header_row(Path(path)):
             raise DataFileError(f"{path}:1: no {name!r} column: an unlabelled file (a GLUE test.tsv) belongs in "
                                 "data.test_files, predicted by python -m bert_exp.score RUN --submission DIR")
         return read_tsv(path, self.text_columns, self.label_column, self.num_labels, self.num_columns, self.header,
-                        self.label_map, index_columns)
+                        self.label_map, index_columns, self.label_range)
 
     def read_test(self, name: str) -> list[Example]:
         """A test file's rows (no labels: a file with the label column is refused), each with its id."""
@@ -305,8 +355,18 @@ class GlueDataModule(TrainAndValSetsDataModule):
         if self.test_labels == "refuse" and label is not None and label in header_row(path):
             raise DataFileError(f"{path}:1: a {label!r} column in a test file: data.test_files holds unlabelled "
                                 "files (GLUE's test.tsv); a labelled one is scored as one of data.val_files")
-        return read_tsv(path, self.test_text_columns, None, self.num_labels, header=True,
+        rows = read_tsv(path, self.test_text_columns, None, self.num_labels, header=True,
                         index_columns=[self.test_index_column] if self.test_index_column is not None else [])
+        first: dict[str, int] = {}
+        for line, row in enumerate(rows, start=2):  # (read_tsv skips blank lines: the line is a lower bound)
+            if not row.index:
+                raise DataFileError(f"{path}: row {line - 1} has an empty {self.test_index_column!r}: every test row "
+                                    "needs its id (GLUE matches predictions by it)")
+            if row.index in first:
+                raise DataFileError(f"{path}: id {row.index!r} on rows {first[row.index]} and {line - 1}: each test "
+                                    "row's id is its own")
+            first[row.index] = line - 1
+        return rows
 
     def test_inputs(self) -> list[str]:
         """The test files (fetched when the catalog has them, by the tools that predict them)."""

@@ -34,9 +34,10 @@ def _config_and_split(config: str, value: str) -> tuple[str, str]:
     return (name, split) if sep else (config, value)
 
 
-def _rows(source: HubSplit, commit: str | None, columns: list[str], label_names: bool):
-    """(header, rows) of one split: its text columns, its label (names or numbers; none in a test split,
-    whose labels are -1) and its idx."""
+def _rows(source: HubSplit, commit: str | None, columns: list[str], label_names: bool, test: bool = False):
+    """(header, rows) of one split: its text columns, its label (names or numbers; none in a test split:
+    their labels are -1, except MRPC's, whose test split carries the MSRP file's public labels, dropped as
+    transformers' run_glue drops them) and its idx."""
     dataset = open_streaming(source, commit, "data.hub")
     present = dataset.column_names or []
     missing = [c for c in [*columns, "idx"] if c not in present]
@@ -45,7 +46,7 @@ def _rows(source: HubSplit, commit: str | None, columns: list[str], label_names:
                             f"{', '.join(present)}): set data.hub_config.text_columns")
     feature = (dataset.features or {}).get("label")
     first = next(iter(dataset.take(1)), None)
-    labelled = "label" in present and first is not None and first["label"] != -1
+    labelled = not test and "label" in present and first is not None and first["label"] != -1
     header = [*columns, *(["label"] if labelled else []), "idx"]
 
     def rows():
@@ -59,8 +60,9 @@ def _rows(source: HubSplit, commit: str | None, columns: list[str], label_names:
     return header, rows()
 
 
-def stage_glue(spec: str, hub_config: dict, root: Path, label_names: bool) -> dict[str, Path]:
-    """Set name -> the staged TSV of its split, staged once per commit (per change of a local folder)."""
+def stage_glue(spec: str, hub_config: dict, root: Path, label_names: bool, test_sets=()) -> dict[str, Path]:
+    """Set name -> the staged TSV of its split, staged once per commit (per change of a local folder); the
+    sets named in ``test_sets`` without their labels."""
     dataset, revision = parse_hub(spec)
     name, columns = hub_config["name"], list(hub_config["text_columns"])
     splits = {set_name: _config_and_split(name, value) for set_name, value in hub_config["splits"].items()}
@@ -70,7 +72,8 @@ def stage_glue(spec: str, hub_config: dict, root: Path, label_names: bool) -> di
         commit, unreachable = (None, "") if local is not None else hub_commit(probe, "data.hub")
     except HubDatasetError as err:
         raise DataFileError(str(err)) from None
-    what = {"dataset": dataset, "revision": revision, "splits": splits, "columns": columns, "names": label_names}
+    what = {"dataset": dataset, "revision": revision, "splits": splits, "columns": columns, "names": label_names,
+            "unlabelled": sorted(set(test_sets) & set(splits))}
     prefix = dataset.strip("/").replace("/", "--").replace("~", "") + f"-{name}"
     if local is None and commit is None:
         staged = _newest(root, prefix, what)
@@ -97,7 +100,7 @@ def _write(target: Path, dataset: str, splits: dict, columns: list[str], label_n
         for set_name, (config, split) in splits.items():
             source = HubSplit(dataset, config, split, what["revision"])
             try:
-                header, rows = _rows(source, commit, columns, label_names)
+                header, rows = _rows(source, commit, columns, label_names, set_name in what["unlabelled"])
                 with open(building / f"{set_name}.tsv", "w", encoding="utf-8", newline="") as f:
                     f.write("\t".join(header) + "\n")
                     counts[set_name] = 0

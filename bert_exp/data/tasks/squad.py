@@ -130,16 +130,23 @@ def read_squad(path: str | Path, articles: list[int | None] | None = None, title
                 for key in ("id", "question", "answers"):
                     _require(key in qa, where, f"missing {key!r}")
                 _require(isinstance(qa["question"], str) and qa["question"].strip() != "", where, "empty question")
-                _require(qa["id"] not in seen, where, f"duplicate id {qa['id']!r}")
-                seen.add(qa["id"])
-                impossible = bool(qa.get("is_impossible", False))
+                _require(isinstance(qa["id"], (str, int)) and not isinstance(qa["id"], bool) and str(qa["id"]) != "",
+                         where, f"'id' {qa['id']!r} is not a string")
+                _require(str(qa["id"]) not in seen, where, f"duplicate id {qa['id']!r}")  # 1 and "1": one id
+                seen.add(str(qa["id"]))
+                impossible = qa.get("is_impossible", False)
+                _require(isinstance(impossible, bool), where,
+                         f"'is_impossible' is {impossible!r}, not true or false (a JSON boolean)")
                 answers = qa["answers"]
                 _require(isinstance(answers, list), where, "'answers' is not a list")
                 _require(impossible or answers, where, "no answers and not is_impossible")
                 for n, answer in enumerate(answers):
                     _require(isinstance(answer, dict) and isinstance(answer.get("text"), str)
-                             and isinstance(answer.get("answer_start"), int), f"{where}.answers[{n}]",
+                             and isinstance(answer.get("answer_start"), int)
+                             and not isinstance(answer.get("answer_start"), bool), f"{where}.answers[{n}]",
                              "needs 'text' and an integer 'answer_start'")
+                    _require(answer["answer_start"] >= 0, f"{where}.answers[{n}] (question id {qa['id']})",
+                             f"answer_start {answer['answer_start']} is negative")
                     start = answer["answer_start"]
                     _require(context[start:start + len(answer["text"])] == answer["text"],
                              f"{where}.answers[{n}] (question id {qa['id']})",
@@ -424,6 +431,21 @@ class SquadDataModule(VocabularyDataModule):
         parts = self.train_selection + self.val_selection + self.tune_selection
         return list(dict.fromkeys(Path(part.file) for part in parts))
 
+    def _parts(self, parts: list[SquadSelection]) -> list[list[SquadExample]]:
+        """:func:`read_parts`, a SQuAD 2.0 file read as v1.1 refused (v1.1 scores and trains on answers
+        every question has)."""
+        rows = read_parts(parts)
+        for part, examples in zip(parts, rows):
+            unanswerable = sum(e.is_impossible for e in examples)
+            if unanswerable and not self.version_2:
+                raise DataFileError(f"{part.file}: {unanswerable:,} of its {len(examples):,} questions are unanswerable "
+                                    "(is_impossible: SQuAD 2.0), read with data.version_2=false: set "
+                                    "data.version_2=true (or questions: answerable in the selection)")
+        return rows
+
+    def _selections(self, parts: list[SquadSelection]) -> list[SquadExample]:
+        return [example for rows in self._parts(parts) for example in rows]
+
     def _features(self, examples, labels):
         return make_features(examples, self.tokenizer, self.max_seq_length, self.doc_stride, self.max_query_length,
                              labels)
@@ -433,12 +455,12 @@ class SquadDataModule(VocabularyDataModule):
         """The training questions, checked to share no paragraph with the evaluated or tuning ones (read here
         unless given), and cut to ``limit_train_examples`` from each selection in proportion to its size (the
         first N of a v1.1-then-v2.0 list would hold no unanswerable question)."""
-        parts = read_parts(self.train_selection)
+        parts = self._parts(self.train_selection)
         train = [example for rows in parts for example in rows]
-        check_no_shared_contexts(train, read_selections(self.val_selection) if evaluated is None else evaluated,
+        check_no_shared_contexts(train, self._selections(self.val_selection) if evaluated is None else evaluated,
                                  "evaluated")
         if self.tune_selection:
-            check_no_shared_contexts(train, read_selections(self.tune_selection) if tuning is None else tuning,
+            check_no_shared_contexts(train, self._selections(self.tune_selection) if tuning is None else tuning,
                                      "threshold-tuning")
         limit = self.limit_train_examples
         if not limit or limit >= len(train):
@@ -446,8 +468,8 @@ class SquadDataModule(VocabularyDataModule):
         return [e for rows in parts for e in rows[:math.ceil(limit * len(rows) / len(train))]][:limit]
 
     def setup(self, stage: str | None = None) -> None:
-        evaluated = read_selections(self.val_selection)
-        tuning = read_selections(self.tune_selection) if self.tune_selection else []
+        evaluated = self._selections(self.val_selection)
+        tuning = self._selections(self.tune_selection) if self.tune_selection else []
         if stage in (None, "fit"):
             train = self._features(self.training_examples(evaluated, tuning), True)
             self.train_dataset = EncodedDataset([

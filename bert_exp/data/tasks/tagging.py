@@ -41,7 +41,7 @@ def read_conll(path: str | Path, label_column: int = -1, token_column: int = 0) 
         raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
     sentences, current = [], Sentence([], [], [])
     needed = max(token_column, label_column) + 1 if label_column >= 0 else max(token_column + 1, 2)
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # a leading byte-order mark dropped
         for lineno, line in enumerate(f, start=1):
             cols = line.split()
             if not cols:
@@ -69,7 +69,7 @@ def read_conllu(path: str | Path, label_column: int = 3, token_column: int = 1) 
     if not path.is_file():
         raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
     sentences, current = [], Sentence([], [], [])
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # a leading byte-order mark dropped
         for lineno, line in enumerate(f, start=1):
             line = line.rstrip("\r\n")
             if not line.strip():
