@@ -83,3 +83,39 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+# --- temporary files named by their writer's pid, so a later run can remove those of a killed one ---------
+
+def owned_name(prefix: str) -> str:
+    """``prefix`` + this process's pid and a dash: the name a writer gives what it removes when done."""
+    return f"{prefix}{os.getpid()}-"
+
+
+def remove_orphans(parent: str | Path, prefix: str) -> list[Path]:
+    """Removes what a killed writer (SIGKILL, a power cut) left in ``parent`` under names made by
+    :func:`owned_name` with ``prefix``: those whose pid is no running process. A live writer's are kept."""
+    import shutil
+
+    removed = []
+    for path in Path(parent).glob(f"{prefix}*"):
+        pid = path.name[len(prefix):].partition("-")[0]
+        if not pid.isdigit() or pid_alive(int(pid)):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that pid runs on this machine (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from omegaconf import open_dict, read_write
 
+from ..records import pid_alive
 from .validation import ConfigError
 
 log = logging.getLogger(__name__)
@@ -222,16 +223,6 @@ def sweep_job_environment():
 LOCK_NAME = ".lock"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
 def read_lock(run_dir: Path) -> dict | None:
     """The lock of the process writing ``run_dir`` ({"pid", "host"}), None without one."""
     try:
@@ -250,7 +241,7 @@ def lock_is_live(lock: dict | None) -> bool:
     if lock.get("host") not in (None, socket.gethostname()):
         return True
     pid = lock.get("pid")
-    return isinstance(pid, int) and _pid_alive(pid)
+    return isinstance(pid, int) and pid_alive(pid)
 
 
 def partial_files(run_dir: Path) -> list[Path]:

@@ -8,7 +8,9 @@ score beside it (every task, WNLI included; a task with two metrics counts their
 paper's published BERT-base and BERT-large rows, which are test-set figures where ours are dev.
 
 ``--submission`` writes the chosen runs' test-set predictions in GLUE's form (``bert_exp.tools.score``)
-and one zip of them all. Every job is a ``python -m bert_exp`` of its own in ``OUT/<task>/<job>``;
+and one zip of them all; ``--placeholders`` fills the files of the tasks not run with constant predictions
+(the server takes only a zip of all eleven), ``--wnli-majority`` predicts WNLI's majority class, as BERT's
+submission did, instead of fine-tuning on it. Every job is a ``python -m bert_exp`` of its own in ``OUT/<task>/<job>``;
 running the same command again skips finished jobs and continues an interrupted one.
 ``python -m bert_exp.report --table --glue RUN ...`` rebuilds the table from run directories.
 """
@@ -18,7 +20,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,9 +91,21 @@ def run_cells(info: dict) -> tuple[tuple[float, ...], float]:
             statistics.fmean(points(metrics[m]) for m in task.score))
 
 
+def checkpoint_step(path: Path) -> int | None:
+    """The optimizer step a checkpoint was saved at (None where it cannot be read)."""
+    import torch
+
+    try:
+        return int(torch.load(path, map_location="cpu", weights_only=False, mmap=True).get("global_step"))
+    except Exception:  # noqa: BLE001  a damaged or moved checkpoint: the step is unknown
+        return None
+
+
 def at_best_checkpoint(info: dict) -> dict:
     """The run's record with its metrics as they were at its best checkpoint (the one scored again and
-    predicting the test sets), read from its CSV log; as recorded at its end where there is no log."""
+    predicting the test sets), read from its CSV log; as recorded at its end where there is no log. Of
+    several validations with the best value, the checkpoint's own: ModelCheckpoint keeps the first (it
+    replaces its best only on a strictly better value)."""
     from .run_info import read_curves
 
     run_dir, monitor, best = Path(info.get("run_dir", ".")), info.get("monitor"), info.get("best_score")
@@ -102,9 +115,12 @@ def at_best_checkpoint(info: dict) -> dict:
     steps = [step for step, value in curves.get(monitor, []) if abs(value - best) <= 1e-6 * max(1.0, abs(best))]
     if not steps:
         return info
+    kept = info.get("best_checkpoint") and run_dir / "checkpoints" / Path(info["best_checkpoint"]).name
+    saved_at = checkpoint_step(kept) if len(steps) > 1 and kept and kept.is_file() else None
+    step = saved_at if saved_at in steps else steps[0]
     at = {key: value for key, points in curves.items() if key.startswith("val/")
-          for step, value in points if step == steps[-1]}
-    return {**info, "metrics": {**(info.get("metrics") or {}), **at}, "best_step": steps[-1]}
+          for point_step, value in points if point_step == step}
+    return {**info, "metrics": {**(info.get("metrics") or {}), **at}, "best_step": step}
 
 
 def best_per_task(infos: list[dict]) -> dict[str, dict]:
@@ -153,6 +169,45 @@ def task_named(name: str, flag: str = "--tasks") -> str:
     close = difflib.get_close_matches(name.lower(), BY_NAME, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
     raise UserError(f"{flag} {name}: no such GLUE task; {hint}(the tasks: {', '.join(BY_NAME)})")
+
+
+def preset_config(task: GlueTask, overrides: list[str]):
+    """The config a job of ``task`` composes (uninterpolated: nothing is read or resolved)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    from ..resources import resource_dir
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(version_base="1.3", config_dir=str(resource_dir("conf"))):
+            return compose("config", overrides=[f"+experiment={task.experiment}", *overrides])
+    except HydraException as err:
+        raise UserError(f"{task.name} ({task.experiment}): {str(err).strip().splitlines()[0]}") from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def check_presets(tasks: list[GlueTask], extra: list[str], submission: bool, placeholders: bool) -> list[GlueTask]:
+    """Before any job: each preset fine-tunes its own task, and, for a submission, names GLUE's test files
+    (the tasks whose preset names none are returned: placeholders stand in for them, or it is refused)."""
+    from omegaconf import OmegaConf
+
+    without_tests = []
+    for task in tasks:
+        cfg = preset_config(task, extra)
+        runs = OmegaConf.select(cfg, "task.name", default=None)
+        if runs != task.name:
+            raise UserError(f"--experiment {task.name}={task.experiment}: that preset fine-tunes {runs}, not "
+                            f"{task.name} (its column would hold another task's results)")
+        if submission and not OmegaConf.select(cfg, "data.test_files", default=None):
+            if not placeholders:
+                raise UserError(f"--submission: {task.name}'s preset {task.experiment} names no test files "
+                                "(data.test_files: its rows are not GLUE's split); --placeholders writes constant "
+                                "predictions in their place, or leave it out of --tasks")
+            without_tests.append(task)
+    return without_tests
 
 
 def with_preset(task: GlueTask, choices: list[str]) -> GlueTask:
@@ -222,28 +277,102 @@ def run_jobs(source, tasks: list[GlueTask], lrs: list[float], restarts: int, fir
     return infos
 
 
-def write_submissions(chosen: dict[str, dict], out: Path) -> Path:
-    """Each chosen run's test predictions (``out/submission/<task>/``), and one zip of every file."""
-    from ..tasks.submission import zip_submissions
-    from .score import load_run, run_checkpoint
+MADE_FROM = "made_from.json"  # what a task's predictions were made from: its checkpoint and test files
+
+
+def made_from(checkpoint: Path, datamodule) -> dict:
+    """The content a task's predictions depend on: the checkpoint's and each test file's sha256."""
+    from ..data.hashing import file_sha256
+
+    return {"checkpoint_sha256": file_sha256(checkpoint),
+            "test_files": {name: file_sha256(Path(path)) for name, path in datamodule.test_files.items()}}
+
+
+def write_run_predictions(info: dict, target: Path) -> list[Path]:
+    """The chosen run's test predictions in ``target``, reused when an earlier call made them from the
+    same checkpoint and test files (another run chosen since, or the files changed: made again)."""
+    import json
+    import shutil
+
+    from ..datasets.download import require_inputs
+    from ..tasks.submission import read_test_sets, write_submission
+    from .score import load_run, run_checkpoint, scratch_directory
+
+    run_dir = Path(info["run_dir"])
+    checkpoint = run_checkpoint(run_dir, info)
+    with scratch_directory("bert_exp-glue-") as scratch:
+        _, datamodule, module, trainer = load_run(run_dir, checkpoint, [], scratch)
+        require_inputs(datamodule.test_inputs(), datamodule.download)
+        key = made_from(checkpoint, datamodule)
+        try:
+            earlier = json.loads((target / MADE_FROM).read_text())
+        except (OSError, ValueError):
+            earlier = None
+        if earlier == key:
+            return sorted(target.glob("*.tsv"))
+        tests = read_test_sets(datamodule)
+        if target.exists():  # another run's predictions, or made from other files
+            shutil.rmtree(target)
+        return write_submission(trainer, module, datamodule, target, read=tests, records={MADE_FROM: key})
+
+
+def write_submissions(chosen: dict[str, dict], out: Path, placeholders: bool,
+                      wnli_majority: str | None = None) -> tuple[Path, list[str], list[str]]:
+    """Each chosen run's test predictions (``out/submission/<task>/``) and one zip of every file, with
+    constant predictions for GLUE's files no run made when ``placeholders``; the zip, the files from runs
+    and the files missing (or filled)."""
+    from ..tasks.submission import GLUE_TEST_SETS, Destination, constant_file, zip_submissions
 
     files = []
     for name, info in chosen.items():
-        run_dir = Path(info["run_dir"])
-        target = out / "submission" / name
-        if not (target / "submission.zip").is_file():  # written by an earlier call
-            from ..datasets.download import require_inputs
-            from ..tasks.submission import write_submission
+        if info.get("run_dir"):
+            files += write_run_predictions(info, out / "submission" / name)
+    made = [f.stem for f in files]
+    constants = {}
+    if wnli_majority is not None:
+        constants["WNLI"] = constant_file("WNLI", wnli_majority)
+        made.append("WNLI")
+    missing = [name for name in GLUE_TEST_SETS if name not in made and name not in constants]
+    if placeholders:
+        constants.update({name: constant_file(name) for name in missing})
+    if constants:
+        import shutil
 
-            with tempfile.TemporaryDirectory(prefix="bert_exp-glue-") as scratch:
-                _, datamodule, module, trainer = load_run(run_dir, run_checkpoint(run_dir, info), [], Path(scratch))
-                require_inputs(datamodule.test_inputs(), datamodule.download)
-                write_submission(trainer, module, datamodule, target)
-        files += sorted(target.glob("*.tsv"))
-    return zip_submissions(files, out / "glue_submission.zip")
+        target = out / "submission" / "constant"
+        shutil.rmtree(target, ignore_errors=True)
+        files += Destination(target).write(constants)
+    return zip_submissions(files, out / "glue_submission.zip"), made, missing
+
+
+def wnli_majority(task: GlueTask, extra: list[str]) -> dict:
+    """WNLI answered as BERT's submission answered it ("we predict the majority class", Devlin et al. 2019,
+    section 4.1): the class most frequent in its monitored dev set (GLUE's: 0, 40 of its 71 rows), and the
+    accuracy that answer has there; no fine-tuning."""
+    from collections import Counter
+
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from ..runner import resolvers  # noqa: F401  the resolvers of the data's paths
+    from ..runner.run import fetch_inputs
+    from ..tasks.submission import label_names
+
+    cfg = preset_config(task, extra)
+    OmegaConf.resolve(cfg.data)
+    datamodule = instantiate(cfg.data, loader=instantiate(cfg.data.loader, batch_size=1))
+    fetch_inputs(datamodule)
+    name, path = next(iter(datamodule.val_files.items()))
+    rows = datamodule.train_and_held_out()[1] if datamodule.hold_out else datamodule.read(path)
+    counts = Counter(row.label for row in rows)
+    label, count = max(sorted(counts.items()), key=lambda item: item[1])
+    spelt = label_names(datamodule.label_map).get(label, str(label))
+    return {"task": "wnli", "monitor": "val/acc", "metrics": {"val/acc": count / len(rows)}, "run_dir": None,
+            "lr": None, "seed": None, "majority_class": spelt, "dev_rows": len(rows), "dev_set": name}
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .stopping import Stopped, stop_on_signals
+
     parser = argparse.ArgumentParser(prog="python -m bert_exp.glue", description=__doc__.split("\n\n")[0])
     parser.add_argument("source", help="run dir, .ckpt, exported/HF dir or hf:NAME (as python -m bert_exp.evaluate)")
     parser.add_argument("--tasks", nargs="+", default=[t.name for t in TASKS], help=f"default: {' '.join(BY_NAME)}")
@@ -260,43 +389,79 @@ def main(argv: list[str] | None = None) -> int:
                         help="an override for every job (e.g. hardware=gpu)")
     parser.add_argument("--submission", action="store_true",
                         help="the chosen runs' test predictions in GLUE's form, and one zip of them")
+    parser.add_argument("--placeholders", action="store_true",
+                        help="with --submission: constant predictions in the files of the tasks not run (the "
+                             "server takes only a zip of all eleven; those tasks then score as a constant)")
+    parser.add_argument("--wnli-majority", action="store_true",
+                        help="WNLI not fine-tuned: its dev column and test predictions are its dev set's majority "
+                             "class, as BERT's submission did")
     parser.add_argument("--dry-run", action="store_true", help="print the jobs that would run")
     args = parser.parse_args(argv)
     from .evaluate import EvaluateInterrupted, parse_source
 
     try:
-        if args.restarts < 1:
-            raise UserError("--restarts must be at least 1")
-        if len(set(args.tasks)) != len(args.tasks) or len(set(args.lrs)) != len(args.lrs):
-            raise UserError("--tasks and --lrs name each value once")
-        for override in args.override:
-            if override.lstrip("+~").partition("=")[0] in ("seed", "optim.optimizer.lr"):
-                raise UserError(f"--override {override}: the tool sets each job's seed and rate; use "
-                                "--first-seed, --restarts and --lrs")
-        source = parse_source(args.source, args.out)
-        tasks = [with_preset(BY_NAME[name], args.experiment) for name in map(task_named, args.tasks)]
-        infos = run_jobs(source, tasks, args.lrs, args.restarts, args.first_seed, args.out, args.override,
-                         args.dry_run)
-        if args.dry_run:
-            return 0
-        chosen = best_per_task(infos)
-        table = glue_table(chosen)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "glue.md").write_text(table, encoding="utf-8")
-        write_json(args.out / "glue.json", {"source": source.path, "chosen": {
-            name: {"run_dir": info["run_dir"], "lr": info["lr"], "seed": info["seed"],
-                   "metrics": {k: v for k, v in info["metrics"].items() if k.startswith("val/")}}
-            for name, info in chosen.items()}}, indent=2)
-        print(table, end="")
-        print(f"glue: table in {args.out}/glue.md; chosen runs in {args.out}/glue.json")
-        if args.submission:
-            print(f"glue: test predictions for gluebenchmark.com: {write_submissions(chosen, args.out)}")
+        with stop_on_signals():
+            return run_tool(args, parse_source)
     except EvaluateInterrupted as err:
         print(f"glue: {err}", file=sys.stderr)
         return err.code
+    except Stopped as stop:
+        print(f"glue: {stop}; finished jobs are kept, nothing half-written", file=sys.stderr)
+        return stop.code
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+def run_tool(args, parse_source) -> int:
+    if args.restarts < 1:
+        raise UserError("--restarts must be at least 1")
+    if len(set(args.tasks)) != len(args.tasks) or len(set(args.lrs)) != len(args.lrs):
+        raise UserError("--tasks and --lrs name each value once")
+    if args.placeholders and not args.submission:
+        raise UserError("--placeholders fills a submission's missing files: give --submission too")
+    for override in args.override:
+        if override.lstrip("+~").partition("=")[0] in ("seed", "optim.optimizer.lr"):
+            raise UserError(f"--override {override}: the tool sets each job's seed and rate; use "
+                            "--first-seed, --restarts and --lrs")
+    tasks = [with_preset(BY_NAME[name], args.experiment) for name in map(task_named, args.tasks)]
+    majority_task = next((t for t in tasks if t.name == "wnli"), None) if args.wnli_majority else None
+    if args.wnli_majority and majority_task is None:
+        raise UserError("--wnli-majority answers WNLI: keep wnli in --tasks")
+    tuned = [t for t in tasks if t is not majority_task]
+    without_tests = check_presets(tuned, args.override, args.submission, args.placeholders)
+    source = parse_source(args.source, args.out)
+    infos = run_jobs(source, tuned, args.lrs, args.restarts, args.first_seed, args.out, args.override, args.dry_run)
+    if args.dry_run:
+        return 0
+    chosen = best_per_task(infos)
+    if majority_task is not None:
+        chosen["wnli"] = wnli_majority(majority_task, args.override)
+    table = glue_table(chosen)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "glue.md").write_text(table, encoding="utf-8")
+    write_json(args.out / "glue.json", {"source": source.path, "chosen": {
+        name: {"run_dir": info["run_dir"], "lr": info["lr"], "seed": info["seed"],
+               **({"majority_class": info["majority_class"], "dev_rows": info["dev_rows"]}
+                  if "majority_class" in info else {}),
+               "metrics": {k: v for k, v in info["metrics"].items() if k.startswith("val/")}}
+        for name, info in chosen.items()}}, indent=2)
+    print(table, end="")
+    print(f"glue: table in {args.out}/glue.md; chosen runs in {args.out}/glue.json")
+    if args.submission:
+        no_tests = {task.name for task in without_tests}  # placeholders stand in for them
+        for_zip = {name: info for name, info in chosen.items() if name not in no_tests}
+        majority = chosen["wnli"]["majority_class"] if majority_task is not None else None
+        archive, made, missing = write_submissions(for_zip, args.out, args.placeholders, majority)
+        if not missing:
+            print(f"glue: test predictions for gluebenchmark.com: {archive}")
+        elif args.placeholders:
+            print(f"glue: test predictions for gluebenchmark.com: {archive}; constant placeholders (not predictions) "
+                  f"for {', '.join(missing)}")
+        else:
+            print(f"glue: a partial submission, {archive}: {', '.join(made) or 'no file'} of GLUE's 11 test files; "
+                  f"gluebenchmark.com takes only all of them (missing {', '.join(missing)}; --placeholders fills "
+                  "them with constant predictions)")
     return 0
 
 

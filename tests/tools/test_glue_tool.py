@@ -96,6 +96,12 @@ def test_dry_run_lists_rates_and_restarts_on_small_tasks_only(tmp_path, capsys):
     (["--experiment", "rte=glue_rte_minilm_locl"], "no preset 'glue_rte_minilm_locl' in conf/experiment; did you "
                                                    "mean glue_rte_minilm_local?"),
     (["--experiment", "rtee=glue_rte_minilm_local"], "--experiment rtee=glue_rte_minilm_local: rtee: no such GLUE task; did you mean rte?"),
+    (["--tasks", "rte", "--experiment", "rte=glue_stsb_minilm_local"],
+     "--experiment rte=glue_stsb_minilm_local: that preset fine-tunes stsb, not rte"),
+    (["--tasks", "stsb", "--experiment", "stsb=glue_stsb_minilm_local", "--submission"],
+     "--submission: stsb's preset glue_stsb_minilm_local names no test files"),
+    (["--tasks", "sst2", "--placeholders"], "--placeholders fills a submission's missing files: give --submission"),
+    (["--tasks", "sst2", "--wnli-majority"], "--wnli-majority answers WNLI: keep wnli in --tasks"),
 ])
 def test_bad_arguments_are_one_line(tmp_path, capsys, args, message):
     assert main([str(tmp_path), *args, "--out", str(tmp_path / "o")]) == 2
@@ -114,3 +120,22 @@ def test_table_reads_each_run_at_its_best_checkpoint(tmp_path):
     chosen = best_per_task([info])["mrpc"]
     assert chosen["best_step"] == 10 and chosen["metrics"]["val/acc"] == 0.70
     assert glue_table({"mrpc": chosen}).splitlines()[-1].split(" | ")[7] == "80.0"
+
+
+@pytest.mark.parametrize("kept_step", [10, 20])
+def test_a_tie_on_dev_is_read_at_the_checkpoint_kept(tmp_path, kept_step):
+    """Two validations with the best F1: the table and glue.json give the metrics of the one whose
+    checkpoint was kept (ModelCheckpoint keeps the first; read from the checkpoint's own step)."""
+    import torch
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "logs" / "metrics.csv").write_text(
+        "epoch,step,train/loss,val/f1,val/acc\n0,10,,0.80,0.70\n1,20,,0.80,0.74\n2,30,,0.60,0.66\n")
+    torch.save({"global_step": kept_step}, tmp_path / "checkpoints" / f"best-step{kept_step}.ckpt")
+    info = {"task": "mrpc", "monitor": "val/f1", "run_dir": str(tmp_path), "status": "finished", "best_score": 0.80,
+            "best_checkpoint": f"/elsewhere/checkpoints/best-step{kept_step}.ckpt",
+            "metrics": {"val/f1": 0.60, "val/acc": 0.66}}
+    chosen = best_per_task([info])["mrpc"]
+    assert chosen["best_step"] == kept_step
+    assert chosen["metrics"]["val/acc"] == {10: 0.70, 20: 0.74}[kept_step]

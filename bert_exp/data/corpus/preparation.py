@@ -35,7 +35,6 @@ file; nothing half-written is kept).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import glob
 import io
 import json
@@ -53,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...orphans import die_with_parent
 from ...records import temp_directory
 from ..hashing import file_sha256
 from .groups import GroupReport, InstanceSettings, assemble, cut_group, data_report, warn_about_losses
@@ -208,9 +208,7 @@ def _worker_start(parent: int, plan: Plan, cleanup: list[str]) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
-    if os.getppid() != parent:  # it died before prctl took effect
+    if not die_with_parent(parent):  # it died before the request took effect
         stop(signal.SIGTERM, None)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one group per worker process
     from tokenizers import Tokenizer
