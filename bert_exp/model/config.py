@@ -1,4 +1,8 @@
-"""BertConfig: the architecture hyper-parameters, with HuggingFace BERT's field names."""
+"""BertConfig: the architecture hyper-parameters, with HuggingFace BERT's field names.
+
+Each field says once what it is (``option``): part of the architecture unless ``runtime`` (how a model is
+trained or initialised: a checkpoint fits a model that differs in it), and in HuggingFace's BertConfig
+unless ``ours``. Checkpoint compatibility, export and its refusals derive from these facts."""
 
 from __future__ import annotations
 
@@ -6,9 +10,13 @@ import dataclasses
 from dataclasses import dataclass
 
 
-OURS_ONLY = ("initializer", "embedding_size", "share_layers", "causal", "layer_norm_position")  # fields HuggingFace's BertConfig lacks
-# ours alone, and a model using them has no HuggingFace BERT equivalent (export refuses it)
-NOT_BERT = {"embedding_size": None, "share_layers": False, "causal": False, "layer_norm_position": "post"}
+def option(default, *, runtime: bool = False, ours: bool = False, kept_from_checkpoint: bool = False):
+    """A config field: ``runtime`` (not architecture: dropout, initialisation); ``ours`` (a field
+    HuggingFace's BertConfig lacks; its default is BERT's behaviour, so another value is not BERT);
+    ``kept_from_checkpoint`` (architecture that a model started from a checkpoint takes from it rather
+    than being refused over)."""
+    return dataclasses.field(default=default, metadata={"runtime": runtime, "ours": ours,
+                                                         "kept_from_checkpoint": kept_from_checkpoint})
 
 
 @dataclass
@@ -21,29 +29,28 @@ class BertConfig:
     # "gelu" is the exact erf form used by HuggingFace BERT checkpoints; the original TF code used
     # the tanh approximation, available as "gelu_tanh".
     hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
+    hidden_dropout_prob: float = option(0.1, runtime=True)
+    attention_probs_dropout_prob: float = option(0.1, runtime=True)
     max_position_embeddings: int = 512
     type_vocab_size: int = 2
-    initializer_range: float = 0.02
+    initializer_range: float = option(0.02, runtime=True)
     # weights drawn from normal(0, initializer_range) ("normal", HuggingFace's), or from it truncated
     # at 2 initializer_range ("truncated_normal", BERT's original; std 0.88 initializer_range).
-    # Ours alone: left out of an exported HuggingFace config.json.
-    initializer: str = "normal"
+    initializer: str = option("normal", runtime=True, ours=True)
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     # ALBERT's factorised embedding: embeddings of this size, projected to hidden_size
     # (``encoder.embedding_hidden_mapping_in``); None: embeddings are hidden_size wide (BERT)
-    embedding_size: int | None = None
+    embedding_size: int | None = option(None, ours=True)
     # ALBERT's cross-layer sharing: one layer's weights used for all num_hidden_layers layers
-    share_layers: bool = False
+    share_layers: bool = option(False, ours=True)
     # a left-to-right model: each position attends to itself and the positions before it (objective=clm);
     # the pooled output is then the last token's, the only one that has seen the whole input
-    causal: bool = False
+    causal: bool = option(False, ours=True, kept_from_checkpoint=True)
     # "post": BERT's LayerNorm after each residual sum; "pre": LayerNorm on each sub-layer's input and one
     # more after the last layer (Xiong et al. 2020, "On Layer Normalization in the Transformer
     # Architecture"), which trains without the long loss plateau a short post-LN run sits on
-    layer_norm_position: str = "post"
+    layer_norm_position: str = option("post", ours=True)
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:
@@ -65,9 +72,18 @@ class BertConfig:
         """The width of the embeddings (and of the MLM head's output transform)."""
         return self.embedding_size or self.hidden_size
 
+    def mismatches(self, checkpoint: "BertConfig") -> list[str]:
+        """The architecture fields in which a checkpoint's config differs from this one, which the model
+        started from it cannot take (every field but the runtime ones and those kept from the checkpoint)."""
+        return [f.name for f in dataclasses.fields(self)
+                if not (f.metadata.get("runtime") or f.metadata.get("kept_from_checkpoint"))
+                and getattr(self, f.name) != getattr(checkpoint, f.name)]
+
     def non_bert_options(self) -> dict:
-        """The options in use that a HuggingFace BERT cannot express (empty for a plain BERT)."""
-        return {k: getattr(self, k) for k, default in NOT_BERT.items() if getattr(self, k) != default}
+        """The options in use that a HuggingFace BERT cannot express (empty for a plain BERT): the
+        architecture fields of ours alone set away from their default."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.metadata.get("ours") and not f.metadata.get("runtime") and getattr(self, f.name) != f.default}
 
     @property
     def head_dim(self) -> int:
@@ -78,7 +94,7 @@ class BertConfig:
 
     def hf_dict(self) -> dict:
         """The fields a HuggingFace BertConfig has (ours alone left out)."""
-        return {k: v for k, v in self.to_dict().items() if k not in OURS_ONLY}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.metadata.get("ours")}
 
     @classmethod
     def from_dict(cls, values: dict) -> "BertConfig":

@@ -71,7 +71,7 @@ DEFAULTS = {
                     intermediate_size=1024, hidden_act="gelu", hidden_dropout_prob=0.1,
                     attention_probs_dropout_prob=0.1, layer_norm_eps=1e-12),
 }
-# what each family expresses of our options beyond BERT (config.NOT_BERT)
+# what each family expresses of our options beyond BERT (BertConfig.non_bert_options)
 EXPRESSES = {"bert": (), "albert": ("embedding_size", "share_layers"), "electra": ("embedding_size",)}
 DISCRIMINATOR = "discriminator_predictions.dense_prediction.weight"  # an ELECTRA model of ours has it
 

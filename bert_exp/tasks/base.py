@@ -16,14 +16,10 @@ from .optim import OptimSettings, parameter_groups
 
 log = logging.getLogger(__name__)
 
-# BertConfig fields that must agree between the configured model and a checkpoint it starts from
-SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                "max_position_embeddings", "type_vocab_size", "hidden_act", "embedding_size", "share_layers")
-
-
 def check_compatible(config: BertConfig, ckpt: Checkpoint) -> None:
+    """Every architecture field must agree (BertConfig.mismatches); one line names each that does not."""
     mismatches = [f"model.{name}={getattr(config, name)!r} but the checkpoint has {getattr(ckpt.config, name)!r}"
-                  for name in SHAPE_FIELDS if getattr(config, name) != getattr(ckpt.config, name)]
+                  for name in config.mismatches(ckpt.config)]
     if mismatches:
         raise CheckpointError(f"{ckpt.source} does not fit the configured model: " + "; ".join(mismatches)
                               + " (choose the model config, and the vocabulary, of the checkpoint)")
