@@ -52,9 +52,9 @@ def _run(args: list[str]) -> None:
     try:
         _main()
     except (HydraException, OmegaConfBaseException) as err:
-        from .runner.overrides import unknown_override_error
+        from .runner.overrides import unknown_override_error, unreadable_override_error
 
-        answer = unknown_override_error(args, err)
+        answer = unreadable_override_error(err) or unknown_override_error(args, err)
         if answer is None:  # Hydra's own words (a malformed override, a missing config...)
             cause = err.__cause__
             answer = str(err).strip() + (f"\n{cause}" if isinstance(cause, OmegaConfBaseException) else "")
@@ -84,9 +84,12 @@ def main() -> None:
     if "--help" in args or "-h" in args:  # our groups and presets; Hydra's: --hydra-help
         from .runner.help import help_text
 
-        print(help_text())
+        print(help_text(args))
         return
+    from .runner.config_search import export_to_children
     from .runner.help import unknown_choice
+
+    export_to_children(args)  # the jobs this command starts read the same config directories
 
     mistake = unknown_choice(args)  # a mistyped preset or option: one line, not Hydra's list of them all
     if mistake:
@@ -104,7 +107,7 @@ def main() -> None:
         # without a preset the defaults train a tiny model on the corpus with no step limit
         from .runner.help import help_text
 
-        print(help_text(), file=sys.stderr)
+        print(help_text(args), file=sys.stderr)
         print("\nerror: no experiment chosen: add +experiment=NAME (one of the presets above), or --defaults "
               "to run the defaults alone", file=sys.stderr)
         sys.exit(2)

@@ -93,3 +93,30 @@ def cola_pairs_batch(data_dir: Path, n: int = 8) -> tuple[dict, list[str]]:
              for name, attr in (("input_ids", "ids"), ("token_type_ids", "type_ids"), ("attention_mask", "attention_mask"))}
     assert (batch["attention_mask"] == 0).any() and (batch["token_type_ids"] == 1).any()
     return batch, read_vocab_file(minilm_dir() / "vocab.txt")
+
+
+USER_PRESET = """# @package _global_
+# CoLA from MiniLM with a data config of my own
+defaults:
+  - /experiment/cola_minilm
+  - override /data: my_cola_data
+
+experiment_name: my_cola
+seed: 7
+"""
+USER_DATA = """# CoLA's files, read as my project reads them
+defaults:
+  - cola
+
+max_seq_length: 64
+"""
+
+
+def user_project(root: Path) -> Path:
+    """A project's config directory laid out as conf/ is: one preset extending a shipped one, one data config."""
+    conf = root / "myconf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "data").mkdir()
+    (conf / "experiment" / "my_cola.yaml").write_text(USER_PRESET)
+    (conf / "data" / "my_cola_data.yaml").write_text(USER_DATA)
+    return conf

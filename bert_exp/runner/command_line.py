@@ -6,14 +6,24 @@ from __future__ import annotations
 import itertools
 
 
+# Hydra's flags that take the next argument as their value (--cfg and --info take one only of their words)
+_VALUED = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun")
+_WORDS = {"--cfg": ("job", "hydra", "all"), "-c": ("job", "hydra", "all"),
+          "--info": ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")}
+_WORDS["-i"] = _WORDS["--info"]
+
+
 def _strip_cfg(args: list[str]) -> tuple[list[str], str | None]:
     out, package, skip = [], None, False
     for i, arg in enumerate(args):
         if skip:
             skip = False
             continue
-        if arg in ("--cfg", "-c"):
-            skip = i + 1 < len(args) and args[i + 1] in ("job", "hydra", "all")
+        if arg in _WORDS:
+            skip = i + 1 < len(args) and args[i + 1] in _WORDS[arg]
+            continue
+        if arg in _VALUED:
+            skip = True
             continue
         if arg in ("--package", "-p"):
             package, skip = (args[i + 1] if i + 1 < len(args) else None), True

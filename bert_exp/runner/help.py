@@ -66,42 +66,57 @@ def _section(title: str, rows: list[tuple[str, str]]) -> list[str]:
     return [title, *(f"  {name.ljust(width)}  {text}".rstrip() for name, text in rows), ""]
 
 
-def help_text() -> str:
-    conf = resource_dir("conf")
-    defaults = default_options(conf)
-    groups = sorted(p for p in conf.iterdir() if p.is_dir() and p.name != "experiment")
+def _options(group: str, args: list[str]) -> dict[str, Path]:
+    """A group's options wherever configs are found (config_search), ``sweeps`` with bert_exp's own."""
+    from .config_search import group_options
+
+    options = group_options(group, args)
+    if group == "sweeps":
+        sweeps = resource_dir("sweeps")
+        own = {p.stem: p for p in sorted(sweeps.glob("*.yaml"))} if sweeps.is_dir() else {}
+        options = {**own, **{k: v for k, v in options.items() if k not in own}}
+    return options
+
+
+def help_text(args: list[str] = ()) -> str:
+    """The help, with the options of the user's config directories (``--config-dir``, ``hydra.searchpath``,
+    ``$BERT_EXP_CONFIG_PATH``) beside bert_exp's own."""
+    from .config_search import groups
+
+    args = list(args)
+    defaults = default_options(resource_dir("conf"))
     group_rows = []
-    for group in groups:
-        options = sorted(p.stem for p in group.glob("*.yaml"))
-        marked = [f"{o}*" if defaults.get(group.name) == o else o for o in options]
-        group_rows.append((group.name, ", ".join(marked)))
+    for group in groups(args):
+        if group in ("experiment", "sweeps"):
+            continue
+        marked = [f"{o}*" if defaults.get(group) == o else o for o in sorted(_options(group, args))]
+        group_rows.append((group, ", ".join(marked)))
     lines = [USAGE, ""]
     lines += _section("Experiment presets (+experiment=NAME):",
-                      [(p.stem, describe(p)) for p in sorted((conf / "experiment").glob("*.yaml"))])
+                      [(name, describe(path)) for name, path in sorted(_options("experiment", args).items())])
     lines += _section("Config groups (GROUP=OPTION; * the default):", group_rows)
-    sweeps = resource_dir("sweeps")
-    if sweeps.is_dir():
+    sweeps = _options("sweeps", args)
+    if sweeps:
         lines += _section("Ready-made sweeps (-m +sweeps=NAME):",
-                          [(p.stem, describe(p)) for p in sorted(sweeps.glob("*.yaml"))])
+                          [(name, describe(path)) for name, path in sorted(sweeps.items())])
     lines.append(MORE)
     return "\n".join(lines)
 
 
 def unknown_choice(args: list[str]) -> str | None:
     """The first ``GROUP=OPTION`` among ``args`` whose option the group does not have (``+experiment=`` and
-    ``+sweeps=`` included), as one line with the nearest names; Hydra would list every option instead."""
+    ``+sweeps=`` included), as one line with the nearest names; Hydra would list every option instead.
+    The options are those of every config directory the command reads (config_search)."""
     import difflib
 
-    conf = resource_dir("conf")
-    folders = {p.name: p for p in conf.iterdir() if p.is_dir()}
-    sweeps = resource_dir("sweeps")
-    if sweeps.is_dir():
-        folders["sweeps"] = sweeps
+    from .config_search import groups
+
+    known = set(groups(args)) | {"sweeps"}
     for arg in args:
         key, _, value = arg.lstrip("+~").partition("=")
-        if key not in folders or not value or arg.startswith("~"):
+        if key not in known or not value or arg.startswith("~"):
             continue
-        options = sorted(p.stem for p in folders[key].glob("*.yaml"))
+        options = sorted(_options(key, args))
         # a multirun sweeps over several (a,b); a list ([csv,wandb]) chooses several at once
         for choice in value.strip("[]").split(","):
             choice = choice.strip()

@@ -56,6 +56,8 @@ def _problem(cfg: DictConfig, key: str) -> str:
     target = parent.get("_target_") if depth == len(parts) - 1 else None
     parameters = target_parameters(target) if target else None
     if parameters is not None:  # a target's keys are its parameters (the form with + is checked so)
+        if parts[-1] in parameters:  # a parameter the preset leaves at its default: Hydra adds it with +
+            return f"{full}: not set by this config; a parameter of {target}, added with a leading +: +{full}=VALUE"
         return unknown_key(full, [p for p in parameters if p != "self"], target)
     return unknown_key(full, [str(k) for k in parent])
 
@@ -68,6 +70,8 @@ def unknown_override_error(args: list[str], err: BaseException) -> ConfigError |
     from omegaconf.errors import OmegaConfBaseException
 
     key = refused_key(err)
+    if key is None:
+        return None
     overrides, keys = _overrides(args), []
     while key is not None:
         typed = [o for o in overrides if o.partition("=")[0] == key]  # (a sweep's first value, as composed)
@@ -82,3 +86,14 @@ def unknown_override_error(args: list[str], err: BaseException) -> ConfigError |
         else:
             return invalid_config([_problem(cfg, name) for name in keys])
     return None
+
+
+def unreadable_override_error(err: BaseException) -> str | None:
+    """Hydra's refusal of an override its grammar cannot read (``key={'a':0}``), as one line naming it."""
+    from hydra.errors import OverrideParseException
+
+    if not isinstance(err, OverrideParseException):
+        return None
+    reason = str(err).splitlines()[0].strip() if str(err).strip() else "unreadable"
+    return (f"{err.override}: Hydra's override grammar cannot read it ({reason}; "
+            "https://hydra.cc/docs/advanced/override_grammar/basic)")

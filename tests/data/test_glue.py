@@ -313,3 +313,15 @@ def test_stsb_presets_refuse_scores_outside_zero_to_five(tmp_path):
         dm.setup("validate")
     with pytest.raises(DataFileError, match=r"STS-B/train.tsv:2: label '7.5' is outside data.label_range \[0, 5\]"):
         dm.setup("fit")
+
+
+def test_labels_spelt_true_and_false_map_from_an_overrides_booleans(tmp_path):
+    """``+data.label_map={False:0,True:1}`` reaches the module with boolean keys (Hydra's grammar reads
+    them so); the file's labels are the words, which the map's keys are compared as."""
+    from helpers import compose_config
+
+    cfg = compose_config(["+experiment=cola_minilm", "+data.label_map={False:0,True:1}"])
+    assert list(cfg.data.label_map) == [False, True]
+    path = write(tmp_path, "t.tsv", "sentence\tlabel\nA fine one.\tTrue\nOne a fine.\tFalse\n")
+    dm = GlueDataModule(str(path), {"dev": str(path)}, ["sentence"], "label", header=True, label_map=cfg.data.label_map)
+    assert [(e.texts, e.label) for e in dm.read(str(path))] == [(("A fine one.",), 1), (("One a fine.",), 0)]

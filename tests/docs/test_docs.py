@@ -426,7 +426,8 @@ def test_presets_table_matches_conf():
 # an absolute path: "/" and a name, not inside another path, a URL or a variable's value ($VAR/x,
 # ${paths.data_dir}/x, <run>/x, ~/x, s3://x)
 ABSOLUTE = re.compile(r"(?<![\w.~}\]>)/:$*\\@-])/[A-Za-z_.][\w.-]*(?:/[\w.*-]+)*/?")
-ALLOWED_ABSOLUTE = re.compile(r"/path/to/|/proc(?:/|$)|/dev/")  # a placeholder; the system's own
+# a placeholder; the system's own; a config path in a defaults list (a preset extending /experiment/NAME)
+ALLOWED_ABSOLUTE = re.compile(r"/path/to/|/proc(?:/|$)|/dev/|/experiment/")
 RELATIVE_UP = re.compile(r"(?<![\w.])(?:\.\./)+[\w.*-]*(?:/[\w.*-]+)*")
 
 

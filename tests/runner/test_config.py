@@ -5,6 +5,7 @@ import pytest
 from hydra.utils import instantiate
 
 from bert_exp.resources import resource_dir
+from bert_exp.runner.help import default_options
 from bert_exp.runner.validation import ConfigError, validate_config
 from helpers import compose_config, run_cli
 
@@ -116,8 +117,14 @@ def test_help_lists_groups_and_presets_with_descriptions():
         line = next(line for line in out.splitlines() if line.strip().startswith(name + " "))
         assert len(line.split(None, 1)[1]) > 15, line
     assert re.search(r"^  pretrain_tiny +BERT-tiny \(L2/H128\) MLM\+NSP", out, re.M)
-    assert re.search(r"^  model +base, from_checkpoint, large, medium, mini, minilm_l6, small, tiny\*$", out, re.M)
-    assert re.search(r"^  hardware +cpu\*, ddp, ddp_cpu, ddp_multinode, fsdp, gpu, tpu$", out, re.M)
+    conf = Path(resource_dir("conf"))
+    defaults = default_options(conf)
+    for group in sorted(p for p in conf.iterdir() if p.is_dir() and p.name != "experiment"):  # each group's files
+        row = next(line for line in out.splitlines() if line.startswith(f"  {group.name} "))
+        listed = row.split(None, 1)[1].split(", ")
+        stems = sorted(p.stem for p in group.glob("*.yaml"))
+        assert listed == [f"{stem}*" if defaults.get(group.name) == stem else stem for stem in stems], row
+    assert "tiny*" in next(line for line in out.splitlines() if line.startswith("  model "))
     assert "pretrain_lr_warmup" in out and "python -m bert_exp.data download NAME" in out
 
 

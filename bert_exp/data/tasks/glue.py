@@ -251,7 +251,8 @@ class GlueDataModule(TrainAndValSetsDataModule):
         self.pair_truncation = pair_truncation
         if not 1 <= len(text_columns) <= 2:
             raise ValueError("data.text_columns: one column (single sentences) or two (pairs)")
-        self.label_map = dict(label_map) if label_map else None
+        # keys as the file spells them: an override's True/False, or YAML's 1, are read as other types
+        self.label_map = {str(k): int(v) for k, v in label_map.items()} if label_map else None
         if self.label_map is not None:
             if num_labels == 1:
                 raise DataFileError("data.label_map: a regression task (num_labels=1) reads numbers, not a map")
