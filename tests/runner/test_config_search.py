@@ -62,3 +62,17 @@ def test_the_cli_reads_a_users_preset_and_its_overrides_are_each_one_line(tmp_pa
         done = run_cli([*base, override, "--cfg", "job"])
         assert done.returncode == 2 and done.stderr.startswith(message), done.stderr[-2000:]
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_commands_directories_reach_the_jobs_it_starts(tmp_path, monkeypatch):
+    """A pipeline's stages and the glue tool's runs are processes of their own: they read the variable."""
+    import os
+
+    from bert_exp.runner.config_search import export_to_children
+
+    conf = user_project(tmp_path)
+    monkeypatch.setenv(ENV, "/path/to/theirs")
+    export_to_children(["--config-dir", str(conf), "+experiment=my_cola"])
+    assert os.environ[ENV].split(os.pathsep) == ["/path/to/theirs", str(conf.resolve())]
+    export_to_children([f"hydra.searchpath=[file://{conf}]"])  # the same directory once
+    assert os.environ[ENV].split(os.pathsep) == ["/path/to/theirs", str(conf.resolve())]
