@@ -31,7 +31,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..data.loading import DataFileError
 from ..data.tasks import SquadExample, make_features, span_candidates, windows
+from ..data.tasks.tables import read_table
 from ..data.tokenizer import checkpoint_tokenizer, tokenizer_kind
 from ..errors import UserError
 from ..metrics.tagging import entities
@@ -514,7 +516,7 @@ class Inputs:
 
 
 def read_inputs(path: str | Path) -> Inputs:
-    """A file of inputs: .json (SQuAD), .jsonl, .tsv (one or two columns) or text (one per line)."""
+    """A file of inputs: .json (SQuAD), .jsonl, .tsv or .csv (one or two columns) or text (one per line)."""
     path = Path(path)
     if not path.is_file():
         raise PredictError(f"{path}: no such file")
@@ -526,18 +528,20 @@ def read_inputs(path: str | Path) -> Inputs:
         return _read_squad_inputs(path, raw)
     if suffix == ".jsonl":
         return _read_jsonl(path, raw)
-    lines = [(n, line.rstrip("\r")) for n, line in enumerate(raw.split("\n"), start=1) if line.strip()]
-    if suffix == ".tsv":
-        rows = [(n, line.split("\t")) for n, line in lines]
-        widths = {len(cols) for _, cols in rows}
-        for n, cols in rows:
-            if len(cols) not in (1, 2) or len(cols) != len(rows[0][1]):
-                raise PredictError(f"{path}:{n}: expected {len(rows[0][1]) if len(rows[0][1]) in (1, 2) else '1 or 2'}"
-                                   f" tab-separated columns (a text, or a pair), found {len(cols)}")
-        if widths == {2}:
+    if suffix in (".tsv", ".csv"):  # one or two columns, no header: through the data sets' table reader
+        try:
+            rows = read_table(path, header=False).rows
+        except DataFileError as err:
+            raise PredictError(str(err)) from None
+        word, first = "tab-separated" if suffix == ".tsv" else "comma-separated", len(rows[0][1])
+        for where, cols in rows:
+            if len(cols) not in (1, 2) or len(cols) != first:
+                raise PredictError(f"{where}: expected {first if first in (1, 2) else '1 or 2'} {word} columns "
+                                   f"(a text, or a pair), found {len(cols)}")
+        if first == 2:
             return Inputs([c[0] for _, c in rows], [c[1] for _, c in rows])
         return Inputs([c[0] for _, c in rows])
-    return Inputs([line for _, line in lines])
+    return Inputs([line.rstrip("\r") for line in raw.split("\n") if line.strip()])
 
 
 def _read_jsonl(path: Path, raw: str) -> Inputs:

@@ -10,7 +10,7 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bert_exp.data.tasks.glue import read_tsv
+from bert_exp.data.tasks.glue import read_examples
 from hub_server import LocalHub
 
 CARD = """---
@@ -58,7 +58,7 @@ for spec in json.loads(sys.argv[1]):
 
 
 def rte_repository(data_dir, folder):
-    rows = {name: read_tsv(data_dir / "glue" / "RTE" / f"{name}.tsv", ["sentence1", "sentence2"], "label", 2,
+    rows = {name: read_examples(data_dir / "glue" / "RTE" / f"{name}.tsv", ["sentence1", "sentence2"], "label", 2,
                            header=True, label_map={"entailment": 0, "not_entailment": 1}) for name in ("train", "dev")}
     (folder / "rte").mkdir(parents=True)
     (folder / "README.md").write_text(CARD)
@@ -98,7 +98,7 @@ def test_glue_from_the_hub_staged_per_commit(data_dir, tmp_path):
         assert "error" not in first, first
         assert first["sizes"] == {"train": len(rows["train"]), "dev": len(rows["dev"])}
         assert first["test_ids"] == ["0", "1", "2"]
-        staged = read_tsv(first["train"], ["sentence1", "sentence2"], "label", 2, header=True,
+        staged = read_examples(first["train"], ["sentence1", "sentence2"], "label", 2, header=True,
                           label_map={"entailment": 0, "not_entailment": 1})
         assert [(e.texts, e.label) for e in staged] == [(e.texts, e.label) for e in rows["train"]]
         assert open(first["train"]).readline() == "sentence1\tsentence2\tlabel\tidx\n"  # labels as names

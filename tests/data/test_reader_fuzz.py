@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from bert_exp.data.tasks.glue import read_tsv
+from bert_exp.data.tasks.glue import read_examples
 from bert_exp.data.tasks.squad import read_squad
 from bert_exp.data.tokenizer import load_vocab_file
 from bert_exp.errors import UserError
@@ -43,7 +43,7 @@ def variants(good: bytes) -> dict[str, bytes]:
 
 
 READERS = {
-    "tsv": (TSV.encode(), "train.tsv", lambda p: read_tsv(p, [3], 1, 2, num_columns=4)),
+    "tsv": (TSV.encode(), "train.tsv", lambda p: read_examples(p, [3], 1, 2, num_columns=4)),
     "squad": (SQUAD.encode(), "dev.json", read_squad),
     "vocab": (VOCAB.encode(), "vocab.txt", load_vocab_file),
     "checkpoint": (checkpoint_bytes(), "last.ckpt", load_checkpoint),
@@ -67,10 +67,10 @@ def test_a_latin1_or_utf16_tsv_names_the_file_line_and_encoding(tmp_path):
     path = tmp_path / "train.tsv"
     path.write_bytes("gj04\t1\t\tThe caf\u00e9 closed.\n".encode("latin-1"))
     with pytest.raises(UserError, match=rf"{path}:1: .*UTF-8"):
-        read_tsv(path, [3], 1, 2, num_columns=4)
+        read_examples(path, [3], 1, 2, num_columns=4)
     path.write_bytes(TSV.encode("utf-16"))
     with pytest.raises(UserError, match=rf"{path}:1: .*UTF-8"):
-        read_tsv(path, [3], 1, 2, num_columns=4)
+        read_examples(path, [3], 1, 2, num_columns=4)
 
 
 def test_a_truncated_squad_file_names_the_file(tmp_path):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from bert_exp.data import LoaderSettings
-from bert_exp.data.tasks.glue import read_tsv
+from bert_exp.data.tasks.glue import read_examples
 from bert_exp.data.sampling import EvaluationSampler, TrainingSampler
 
 
@@ -15,7 +15,7 @@ def padding(order, lengths, batch_size):
 
 
 def test_grouped_batches_cover_every_example_and_cut_padding(data_dir):
-    examples = read_tsv(str(data_dir / "cola" / "raw" / "in_domain_train.tsv"), [3], 1, 2, 4, False)
+    examples = read_examples(str(data_dir / "cola" / "raw" / "in_domain_train.tsv"), [3], 1, 2, 4, False)
     lengths = [len(e.texts[0].split()) + 2 for e in examples]
     sampler = TrainingSampler(lengths, batch_size=32, seed=1, group_by_length=True)
     grouped = list(sampler)

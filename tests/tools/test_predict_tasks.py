@@ -249,3 +249,20 @@ def test_a_squad_v2_run_answers_no_answer_with_its_null_odds(tmp_path, capsys):
         args += ["--question", q, "--context", context]
     assert predict_main([*args, "--null-threshold", "1e9"]) == 0
     assert not any(json.loads(line)["no_answer"] for line in capsys.readouterr().out.splitlines())
+
+
+def test_input_files_in_csv_are_read_as_the_data_sets_are(tmp_path):
+    """predict's .tsv and .csv inputs go through the data sets' table reader (quoted fields, line numbers)."""
+    import csv
+
+    from bert_exp.tools.predict import PredictError, read_inputs
+
+    rows = [("the cat, it sat .", 'a "dog" ran .'), ("two\nlines", "one")]
+    path = tmp_path / "pairs.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    inputs = read_inputs(path)
+    assert list(zip(inputs.texts, inputs.pairs)) == rows
+    path.write_text("a,b\nc,d,e\n")
+    with pytest.raises(PredictError, match=r"pairs.csv:2: expected 2 comma-separated columns \(a text, or a pair\), found 3"):
+        read_inputs(path)

@@ -1,4 +1,5 @@
-"""Sentence(-pair) classification and regression data in GLUE-style TSV files (every GLUE task).
+"""Sentence(-pair) classification and regression data in table files: GLUE's TSV files (every GLUE task),
+and CSV, JSON Lines and Parquet files of one's own (tables.py reads them).
 
 Every row is checked: the column count (when ``num_columns`` is given), a non-empty text, and a label
 that is an integer in ``[0, num_labels)``, a number (regression, ``num_labels=1``), or a string that
@@ -19,7 +20,8 @@ from pathlib import Path
 import torch
 
 from ..base import TrainAndValSetsDataModule
-from ..loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch, read_utf8
+from ..loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch
+from .tables import NAMED, SUFFIXES, Table, label_text, read_table, table_format, text_value
 
 
 @dataclass
@@ -32,82 +34,59 @@ class Example:
 Column = int | str  # a position, or a header name (files with a header row)
 
 
-def _positions(path: Path, header_cols: list[str] | None, columns: list[Column], what: str) -> list[int]:
-    """Column names (read from the header row) or positions, as positions."""
-    out = []
-    for column in columns:
-        if isinstance(column, int):
-            out.append(column)
-        elif header_cols is None:
-            raise DataFileError(f"{path}: {what} {column!r} is a column name, but the file has no header (data.header)")
-        elif column not in header_cols:
-            bom = " (a byte-order mark inside the name: the file joins two files?)" if any(
-                "\ufeff" in c for c in header_cols) else ""
-            raise DataFileError(f"{path}:1: no column {column!r} for the {what} (the header has "
-                                f"{', '.join(map(repr, header_cols))}){bom}")
-        else:
-            out.append(header_cols.index(column))
-    return out
-
-
-def read_tsv(path: str | Path, text_columns: list[Column], label_column: Column | None, num_labels: int,
-             num_columns: int | None = None, header: bool = False, label_map: dict[str, int] | None = None,
-             index_columns: list[Column] = (), label_range: tuple[float, float] | None = None) -> list[Example]:
-    """The rows of a GLUE-style TSV file. Columns are positions or (with ``header``) names; with a header
-    every row has as many columns as it names. Labels are integers in ``[0, num_labels)``, finite numbers
-    for regression (``num_labels == 1``; within ``label_range`` when given), or strings mapped by
-    ``label_map``; ``label_column=None`` reads an unlabelled (test) file."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
-    lines = io.StringIO(read_utf8(path), newline="")
-    header_cols = None
-    if header:
-        first = lines.readline().rstrip("\r\n")
-        header_cols = first.split("\t") if first else []
-        if "" in header_cols:
-            raise DataFileError(f"{path}:1: an empty column name in the header ({header_cols!r}): a stray tab?")
-    texts_at = _positions(path, header_cols, list(text_columns), "text")
-    label_at = _positions(path, header_cols, [label_column], "label")[0] if label_column is not None else None
-    index_at = _positions(path, header_cols, list(index_columns), "index")
-    if header_cols is not None and num_columns is not None and len(header_cols) != num_columns:
-        raise DataFileError(f"{path}:1: the header names {len(header_cols)} columns, data.num_columns is {num_columns}")
+def read_examples(path: str | Path, text_columns: list[Column] | None, label_column: Column | None, num_labels: int,
+                  num_columns: int | None = None, header: bool = False, label_map: dict[str, int] | None = None,
+                  index_columns: list[Column] = (), label_range: tuple[float, float] | None = None,
+                  format: str | None = None) -> list[Example]:
+    """The rows of a table file (TSV, CSV, JSON Lines, Parquet: tables.py; ``format`` None: by suffix).
+    Columns are positions or names (a header row, JSON keys, Parquet's columns); ``text_columns`` None:
+    run_glue's names, sentence1 and sentence2, else sentence or text. Labels are integers in
+    ``[0, num_labels)``, finite numbers for regression (``num_labels == 1``; within ``label_range`` when
+    given), or strings mapped by ``label_map``; ``label_column=None`` reads an unlabelled (test) file."""
+    table = read_table(path, header, format)
+    if text_columns is None:
+        text_columns = default_text_columns(table)
+    texts_at = [table.position(c, "text") for c in text_columns]
+    label_at = table.position(label_column, "label") if label_column is not None else None
+    index_at = [table.position(c, "index") for c in index_columns]
+    delimited = table.format in ("tsv", "csv")
+    word = "tab-separated" if table.format == "tsv" else "comma-separated"
+    if delimited and table.columns is not None and num_columns is not None and len(table.columns) != num_columns:
+        raise DataFileError(f"{path}:1: the header names {len(table.columns)} columns, data.num_columns is {num_columns}")
     needed = max([*texts_at, *index_at, label_at if label_at is not None else 0]) + 1
     examples = []
-    for lineno, line in enumerate(lines, start=2 if header else 1):
-        line = line.rstrip("\r\n")
-        if not line.strip():
-            continue
-        cols = line.split("\t")
-        if header_cols is not None and len(cols) != len(header_cols):
-            lacks = " (the header lacks a name: GLUE's files begin with index)" if len(cols) > len(header_cols) else ""
-            raise DataFileError(f"{path}:{lineno}: {len(cols)} tab-separated columns, the header (line 1) names "
-                                f"{len(header_cols)}{lacks}")
-        if num_columns is not None and len(cols) != num_columns:
-            raise DataFileError(f"{path}:{lineno}: expected {num_columns} tab-separated columns "
-                                f"(data.num_columns), found {len(cols)}")
+    for where, cols in table.rows:
+        if delimited and num_columns is not None and len(cols) != num_columns:
+            raise DataFileError(f"{where}: expected {num_columns} {word} columns (data.num_columns), found {len(cols)}")
         if len(cols) < needed:
-            raise DataFileError(f"{path}:{lineno}: found {len(cols)} tab-separated columns; the columns read "
-                                f"need at least {needed}")
-        texts = tuple(cols[c] for c in texts_at)
+            raise DataFileError(f"{where}: found {len(cols)} {word} columns; the columns read need at least {needed}")
+        texts = tuple(text_value(cols[c], where, name) for c, name in zip(texts_at, text_columns))
         if not all(t.strip() for t in texts):
-            raise DataFileError(f"{path}:{lineno}: empty text in column {list(text_columns)}")
+            raise DataFileError(f"{where}: empty text in column {list(text_columns)}")
         label: float | int = -1
         if label_at is not None:
-            label = parse_label(cols[label_at].strip(), num_labels, label_map, f"{path}:{lineno}", label_range)
-        index = "\t".join(cols[c].strip() for c in index_at) if index_at else str(len(examples))
+            label = parse_label(label_text(cols[label_at], where, label_column), num_labels, label_map, where,
+                                label_range)
+        index = "\t".join(str(cols[c]).strip() for c in index_at) if index_at else str(len(examples))
         examples.append(Example(texts, label, index))
     if not examples:
         raise DataFileError(f"{path}: no examples")
     return examples
 
 
-def header_row(path: Path) -> list[str]:
-    """The column names in a TSV file's first line (a byte-order mark before it dropped)."""
-    if not path.is_file():
-        raise DataFileError(f"{path}: no such file (set $BERT_EXP_DATA or the data.* paths)")
-    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
-        return f.readline().rstrip("\r\n").split("\t")
+def default_text_columns(table: Table) -> list[str]:
+    """run_glue's text columns: sentence1 and sentence2 when the file has both, else sentence or text."""
+    names = table.columns or []
+    for choice in (["sentence1", "sentence2"], ["sentence"], ["text"]):
+        if set(choice) <= set(names):
+            return choice
+    raise DataFileError(f"{table.path}: name data.text_columns (no sentence1/sentence2, sentence or text column "
+                        f"among {', '.join(map(repr, names)) or 'no names: the file has no header'})")
+
+
+def header_row(path: Path, format: str | None = None) -> list[str]:
+    """The column names of a table file (a header row's, JSON's keys, Parquet's schema)."""
+    return read_table(path, True, format, head_only=True).columns or []
 
 
 def parse_label(raw: str, num_labels: int, label_map: dict[str, int] | None, where: str,
@@ -182,23 +161,25 @@ class HoldOut:
                 raise DataFileError(f"data.hold_out.last_rows={self.last_rows}: the training file has "
                                     f"{len(examples)} rows")
             return examples[:-self.last_rows], examples[-self.last_rows:]
-        lines = [(n, "\t".join(c.strip() for c in line.split("\t")))
-                 for n, line in enumerate(read_utf8(Path(self.ids_file)).splitlines(), start=1) if line.strip()]
-        first: dict[str, int] = {}
-        for n, ids in lines:
+        # one row of ids a line: TSV unless its suffix names another table format (tables.py)
+        suffix = Path(self.ids_file).suffix.lower()
+        table = read_table(self.ids_file, header=False, format=None if suffix in SUFFIXES and suffix != ".txt" else "tsv")
+        first: dict[str, str] = {}  # ids -> where (file:line)
+        for where, values in table.rows:
+            ids = "\t".join(str(c).strip() for c in values)
             if ids in first:
-                raise DataFileError(f"{self.ids_file}:{n}: ids {ids!r} again (first on line {first[ids]})")
-            first[ids] = n
+                raise DataFileError(f"{where}: ids {ids!r} again (first at {first[ids]})")
+            first[ids] = where
         held = [i for i, example in enumerate(examples) if example.index in first]
         twice = [ids for ids, count in Counter(examples[i].index for i in held).items() if count > 1]
         if twice:
-            raise DataFileError(f"{self.ids_file}:{first[twice[0]]}: ids {twice[0]!r} are on "
+            raise DataFileError(f"{first[twice[0]]}: ids {twice[0]!r} are on "
                                 f"{sum(examples[i].index == twice[0] for i in held)} rows of the training file "
                                 "(a held-out row must be one row)")
         if len(held) != len(first):
             missing = next(ids for ids in first if ids not in {examples[i].index for i in held})
             raise DataFileError(f"{self.ids_file}: {len(first) - len(held)} of its {len(first)} id rows are not in "
-                                f"the training file (line {first[missing]}: {missing!r})")
+                                f"the training file ({first[missing]}: {missing!r})")
         chosen = set(held)
         return ([e for i, e in enumerate(examples) if i not in chosen], [examples[i] for i in held])
 
@@ -213,7 +194,7 @@ class GlueDataModule(TrainAndValSetsDataModule):
         self,
         train_file: str,
         val_files: dict[str, str | list[str]],
-        text_columns: list[Column],
+        text_columns: list[Column] | None,
         label_column: Column,
         num_labels: int = 2,
         num_columns: int | None = None,
@@ -236,6 +217,7 @@ class GlueDataModule(TrainAndValSetsDataModule):
         hub: str | None = None,
         hub_config: dict | None = None,
         cache_dir: str | None = None,
+        format: str | None = None,
     ):
         """``label_range``: [low, high] of a regression's scores (STS-B's 0 to 5); a row outside is refused.
         ``seed``: the training order (grouped by length or not). ``test_files``: unlabelled files to
@@ -249,8 +231,9 @@ class GlueDataModule(TrainAndValSetsDataModule):
         if pair_truncation not in ("longest_first", "google"):
             raise ValueError(f"data.pair_truncation={pair_truncation!r}: expected longest_first or google")
         self.pair_truncation = pair_truncation
-        if not 1 <= len(text_columns) <= 2:
+        if text_columns is not None and not 1 <= len(text_columns) <= 2:
             raise ValueError("data.text_columns: one column (single sentences) or two (pairs)")
+        self.format = table_format(train_file, format) if format is not None else None
         # keys as the file spells them: an override's True/False, or YAML's 1, are read as other types
         self.label_map = {str(k): int(v) for k, v in label_map.items()} if label_map else None
         if self.label_map is not None:
@@ -273,14 +256,16 @@ class GlueDataModule(TrainAndValSetsDataModule):
         if self.hold_out is not None and (not isinstance(held_file, str) or Path(held_file) != Path(train_file)):
             raise DataFileError(f"data.hold_out.name={self.hold_out.name!r}: list it in data.val_files with the "
                                 f"training file as its file ({self.hold_out.name}: ${{data.train_file}})")
-        self.text_columns, self.label_column = list(text_columns), label_column
+        # None: run_glue's names, read from each file (default_text_columns)
+        self.text_columns = list(text_columns) if text_columns is not None else None
+        self.label_column = label_column
         self.num_labels, self.num_columns, self.header = num_labels, num_columns, header
         self.max_seq_length = max_seq_length
         self.limit_train_examples = limit_train_examples
         self.seed = seed
         self.test_files = dict(test_files or {})
-        self.test_text_columns = list(test_text_columns) if test_text_columns else list(text_columns)
-        if len(self.test_text_columns) != len(self.text_columns):
+        self.test_text_columns = list(test_text_columns) if test_text_columns else self.text_columns
+        if None not in (self.text_columns, self.test_text_columns) and len(self.test_text_columns) != len(self.text_columns):
             raise DataFileError(f"data.test_text_columns={self.test_text_columns}: the model reads "
                                 f"{len(self.text_columns)} text column(s) (data.text_columns)")
         self.test_index_column = test_index_column
@@ -330,11 +315,11 @@ class GlueDataModule(TrainAndValSetsDataModule):
 
     def label_name(self) -> str | None:
         """The label column's header name (to tell labelled files from test files), where files have one."""
-        if not self.header:
+        if not self.header and table_format(self.train_file, self.format) not in NAMED:
             return None
         if isinstance(self.label_column, str):
             return self.label_column
-        names = header_row(Path(self.train_file))
+        names = header_row(Path(self.train_file), self.format)
         return names[self.label_column] if self.label_column < len(names) else None
 
     def read(self, path: str | list[str], index_columns: list[Column] = ()) -> list[Example]:
@@ -342,24 +327,25 @@ class GlueDataModule(TrainAndValSetsDataModule):
         if not isinstance(path, str):
             return [example for one in path for example in self.read(one, index_columns)]
         name = self.label_name()
-        if name is not None and name not in header_row(Path(path)):
+        if name is not None and name not in header_row(Path(path), self.format):
             raise DataFileError(f"{path}:1: no {name!r} column: an unlabelled file (a GLUE test.tsv) belongs in "
                                 "data.test_files, predicted by python -m bert_exp.score RUN --submission DIR")
-        return read_tsv(path, self.text_columns, self.label_column, self.num_labels, self.num_columns, self.header,
-                        self.label_map, index_columns, self.label_range)
+        return read_examples(path, self.text_columns, self.label_column, self.num_labels, self.num_columns, self.header,
+                             self.label_map, index_columns, self.label_range, self.format)
 
     def read_test(self, name: str) -> list[Example]:
         """A test file's rows (no labels: a file with the label column is refused), each with its id."""
         self.from_hub()
         path = Path(self.test_files[name])
         label = self.label_name()
-        if self.test_labels == "refuse" and label is not None and label in header_row(path):
+        if self.test_labels == "refuse" and label is not None and label in header_row(path, self.format):
             raise DataFileError(f"{path}:1: a {label!r} column in a test file: data.test_files holds unlabelled "
                                 "files (GLUE's test.tsv); a labelled one is scored as one of data.val_files")
-        rows = read_tsv(path, self.test_text_columns, None, self.num_labels, header=True,
-                        index_columns=[self.test_index_column] if self.test_index_column is not None else [])
+        rows = read_examples(path, self.test_text_columns, None, self.num_labels, header=True,
+                             index_columns=[self.test_index_column] if self.test_index_column is not None else [],
+                             format=self.format)
         first: dict[str, int] = {}
-        for line, row in enumerate(rows, start=2):  # (read_tsv skips blank lines: the line is a lower bound)
+        for line, row in enumerate(rows, start=2):  # (read_examples skips blank lines: the line is a lower bound)
             if not row.index:
                 raise DataFileError(f"{path}: row {line - 1} has an empty {self.test_index_column!r}: every test row "
                                     "needs its id (GLUE matches predictions by it)")
@@ -387,7 +373,7 @@ class GlueDataModule(TrainAndValSetsDataModule):
 
     def encode(self, examples: list[Example]) -> EncodedDataset:
         tokenizer = self.tokenizer
-        if self.pair_truncation == "google" and len(self.text_columns) == 2:
+        if self.pair_truncation == "google" and examples and len(examples[0].texts) == 2:
             encodings = encode_pairs_google(tokenizer, [tuple(e.texts) for e in examples], self.max_seq_length)
         else:
             tokenizer.enable_truncation(max_length=self.max_seq_length)
