@@ -26,6 +26,10 @@ def _own_message(kind: type, text: str) -> str:
     return text[at + len(header):].rstrip("\n") if at >= 0 else text
 
 
+class ConfigError(UserError, ValueError):
+    """A config mistake; the message names the key."""
+
+
 class CheckpointError(UserError, ValueError):
     """A checkpoint that cannot be read or does not fit; the message names the file."""
 

@@ -17,7 +17,7 @@ import lightning as L
 import numpy as np
 import torch
 import torch.distributed as dist
-from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.callbacks import EarlyStopping, TQDMProgressBar
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 log = logging.getLogger(__name__)
@@ -281,6 +281,24 @@ class LastCheckpoint(L.Callback):
             self._save(trainer)
             if trainer.is_global_zero:  # once, not once per process
                 log.warning("stopped by a signal: saved %s at step %d", self.path, trainer.global_step)
+
+
+class EarlyStop(EarlyStopping):
+    """Lightning's early stopping on the monitored metric (``callbacks=early_stopping``), remembering why
+    and at which step it stopped, for run.json and the closing lines."""
+
+    stopped = None  # {"step", "reason"} once it has stopped the run
+
+    def _evaluate_stopping_criteria(self, current: torch.Tensor):
+        should_stop, reason = super()._evaluate_stopping_criteria(current)
+        if should_stop and self.stopped is None:
+            self.stopped = {"reason": (reason or "").strip()}
+        return should_stop, reason
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        super().on_validation_end(trainer, pl_module)
+        if self.stopped is not None and "step" not in self.stopped:
+            self.stopped["step"] = trainer.global_step
 
 
 class Diverged(RuntimeError):

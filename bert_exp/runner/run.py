@@ -26,7 +26,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .callbacks import CompileModel, Diverged, DivergenceCheck, GracefulStop, LastCheckpoint, MaskFill, TokenThroughput
+from .callbacks import (CompileModel, Diverged, DivergenceCheck, EarlyStop, GracefulStop, LastCheckpoint, MaskFill,
+                        TokenThroughput)
 from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
 from .val_check import clamp_val_check_interval
@@ -392,6 +393,9 @@ class RunRecord:
             print(line)
         print(f"run directory: {self.run_dir}")
         saved = ending.get("last_checkpoint")
+        if ending.get("stopped_early"):
+            early = ending["stopped_early"]
+            print(f"stopped early at step {early.get('step', trainer.global_step)}: {early['reason']}")
         if status == "interrupted":
             if saved:
                 print(f"interrupted; to resume from last.ckpt (step {saved['step']}): "
@@ -461,6 +465,9 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
             ending["masked_accuracy"] = filled.accuracy
         if filled is not None and filled.probability_ratio:
             ending["probability_over_unigram"] = round(filled.probability_ratio, 4)
+        early = _callback(trainer, EarlyStop)
+        if early is not None and early.stopped is not None:
+            ending["stopped_early"] = early.stopped
         compiled = _callback(trainer, CompileModel)
         if compiled is not None and compiled.report():
             ending["compile"] = compiled.report()

@@ -16,12 +16,8 @@ from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
-from ..errors import UserError
+from ..errors import ConfigError  # noqa: F401  (defined with the other user errors; imported from here too)
 from .cpu_allocator import CHOICES as CPU_ALLOCATOR_CHOICES
-
-
-class ConfigError(UserError, ValueError):
-    """A config mistake; the message names the key."""
 
 
 # keys under ``trainer`` that the runner takes out before it instantiates Lightning's Trainer

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import logging
+
+import torch
 import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassMatthewsCorrCoef
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
+from ..errors import ConfigError
 from ..model import BertConfig, BertForSequenceClassification
 from .base import BertTask, Vocabulary
 from .optim import OptimSettings
+
+log = logging.getLogger(__name__)
 
 
 class PositiveClassF1(MulticlassF1Score):
@@ -39,11 +45,22 @@ def build_metrics(names: list[str], num_labels: int) -> MetricCollection:
     return MetricCollection({name: factories[name]() for name in names})
 
 
-def classification_loss(logits, labels, num_labels: int):
-    """Cross-entropy, or mean squared error for regression (``num_labels == 1``), in fp32."""
+def classification_loss(logits, labels, num_labels: int, weight: torch.Tensor | None = None):
+    """Cross-entropy (each class's term times ``weight``, averaged over the batch's weights, as torch's
+    weighted cross-entropy does), or mean squared error for regression (``num_labels == 1``), in fp32."""
     if num_labels == 1:
         return F.mse_loss(logits.squeeze(-1).float(), labels.float())
-    return F.cross_entropy(logits.float(), labels)
+    return F.cross_entropy(logits.float(), labels, weight=weight)
+
+
+def balanced_weights(labels: list[int], num_labels: int) -> list[float]:
+    """scikit-learn's ``class_weight="balanced"``: rows / (classes x the class's rows), so each class weighs
+    as much in the loss as the others together would at its share."""
+    counts = torch.bincount(torch.tensor(labels, dtype=torch.long), minlength=num_labels)
+    if (counts == 0).any():
+        empty = [i for i, c in enumerate(counts.tolist()) if c == 0]
+        raise ConfigError(f"task.module.class_weights=balanced: class {empty[0]} has no training rows")
+    return (len(labels) / (num_labels * counts.double())).tolist()
 
 
 class ClassificationModule(BertTask):
@@ -65,12 +82,29 @@ class ClassificationModule(BertTask):
         encoder: str = "finetune",
         layers: str = "last",
         pooling: str = "cls",
+        class_weights: list[float] | str | None = None,
     ):
         """``encoder=frozen`` trains only the classifier, on the features ``layers`` chooses (the
-        feature-based approach; :mod:`bert_exp.model.features`)."""
+        feature-based approach; :mod:`bert_exp.model.features`). ``class_weights``: one weight per class
+        in the training loss, or ``balanced`` (computed from the training rows: :func:`balanced_weights`)."""
         super().__init__(optim, vocabulary)
         self.config = model_config
         self.num_labels = num_labels
+        if class_weights is not None:
+            if num_labels == 1:
+                raise ConfigError("task.module.class_weights: a regression task (num_labels=1) has no classes")
+            if isinstance(class_weights, str) and class_weights != "balanced":
+                raise ConfigError(f"task.module.class_weights={class_weights!r}: a list of {num_labels} weights, "
+                                 "or balanced")
+            if not isinstance(class_weights, str) and (len(class_weights) != num_labels
+                                                       or not all(float(w) > 0 for w in class_weights)):
+                raise ConfigError(f"task.module.class_weights={list(class_weights)}: {num_labels} positive weights, "
+                                 "one per class")
+        self.class_weights = class_weights if isinstance(class_weights, str) or class_weights is None \
+            else [float(w) for w in class_weights]
+        # the loss's weights (not saved: a checkpoint's weights are the model's alone)
+        self.register_buffer("loss_weight", None if self.class_weights in (None, "balanced")
+                             else torch.tensor(self.class_weights), persistent=False)
         self.model = BertForSequenceClassification(model_config, num_labels, classifier_dropout, layers, pooling)
         self.use_encoder(encoder)
         self.val_sets = list(val_sets)
@@ -79,8 +113,17 @@ class ClassificationModule(BertTask):
     def forward(self, batch):
         return self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
 
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        if self.class_weights == "balanced" and self.loss_weight is None:
+            labels = [int(f["label"]) for f in self.trainer.datamodule.datasets["train"]]
+            self.loss_weight = torch.tensor(balanced_weights(labels, self.num_labels), device=self.device)
+            log.info("class weights (balanced, from %d training rows): %s", len(labels),
+                     ", ".join(f"{w:.4g}" for w in self.loss_weight.tolist()))
+
     def loss(self, logits, labels):
-        return classification_loss(logits, labels, self.num_labels)
+        weight = None if self.loss_weight is None else self.loss_weight.to(logits.device, torch.float32)
+        return classification_loss(logits, labels, self.num_labels, weight)
 
     def training_step(self, batch, batch_idx):
         loss = self.loss(self(batch), batch["labels"])
