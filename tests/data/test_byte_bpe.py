@@ -199,7 +199,7 @@ def bpe_dm(data_dir, cache_dir):
         files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
         tokenizer=TokenizerSpec(kind="byte_bpe", vocab_size=2000), cache_dir=str(cache_dir),
         objective="mlm", loader=LoaderSettings(batch_size=8), instances=InstanceSettings(val_fraction=0.1),
-        masking=MaskingSettings(whole_word=True),
+        masking=MaskingSettings(strategy="whole_word"),
     )
     dm.prepare_data()
     dm.setup("fit")

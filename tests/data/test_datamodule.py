@@ -155,16 +155,18 @@ print(json.dumps({"tokens": meta["report"]["tokens"],
     assert peaks[4] < 1.2 * peaks[1], peaks
 
 
-def test_whole_word_masking_on_the_real_vocabulary(data_dir, cache_dir):
-    """data.masking.whole_word: the collator gets the vocabulary's ## pieces, and masks them with their word."""
+@pytest.mark.parametrize("strategy", ["whole_word", "span"])
+def test_word_masking_on_the_real_vocabulary(data_dir, cache_dir, strategy):
+    """data.masking.strategy=whole_word or span: the collator gets the vocabulary's ## pieces, and masks them
+    with their word; spans meet the budget (15 % of the tokens with [CLS] and [SEP]) exactly."""
     dm = PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
                                tokenizer=TokenizerSpec(vocab_size=3000), cache_dir=str(cache_dir),
                                loader=LoaderSettings(batch_size=16), instances=InstanceSettings(val_fraction=0.1),
-                               masking=MaskingSettings(whole_word=True, count_special_tokens=True))
+                               masking=MaskingSettings(strategy=strategy, count_special_tokens=True))
     dm.setup("fit")
     vocab = dm.tokenizer.get_vocab()
     table = dm.collator.continuation
-    assert dm.collator.count_special_tokens and table.sum() == sum(t.startswith("##") for t in vocab)
+    assert dm.collator.masking.count_special_tokens and table.sum() == sum(t.startswith("##") for t in vocab)
     batch = next(iter(dm.train_dataloader()))
     ids, positions, labels = batch["input_ids"], batch["masked_lm_positions"], batch["masked_lm_labels"]
     original = ids.clone()
@@ -179,6 +181,9 @@ def test_whole_word_masking_on_the_real_vocabulary(data_dir, cache_dir):
     pieces = table[original][:, 1:] & after_a_word  # a ## piece continuing the word before it
     assert pieces.any()  # words of several pieces occur
     assert torch.equal(chosen[:, 1:][pieces], chosen[:, :-1][pieces]), "a piece masked apart from its word"
+    if strategy == "span":  # real text has one-piece words left to fill the budget with
+        budget = torch.round(batch["attention_mask"].sum(1).double() * 0.15).long().clamp(max=20)
+        assert torch.equal(chosen.sum(1), budget)
 
 
 def test_a_prediction_cap_below_the_masking_rate_is_named(tmp_path, caplog):

@@ -9,7 +9,7 @@ import torch
 from hydra.utils import instantiate
 
 from bert_exp.data.loading import LoaderSettings, pad_batch
-from bert_exp.data import PretrainingCollator, SpecialIds
+from bert_exp.data import MaskingSettings, PretrainingCollator, SpecialIds
 from bert_exp.model import BertConfig, BertForPreTraining
 from bert_exp.model import modeling
 from bert_exp.runner.callbacks import CompileModel
@@ -30,7 +30,7 @@ def test_the_gpu_presets_compile_with_few_shapes_fused_adamw_and_auto_precision(
 
 def test_batches_come_in_a_few_shapes_and_a_fixed_number_of_masked_positions():
     special = SpecialIds(pad=0, cls=2, sep=3, mask=4, vocab_size=30522)
-    collate = PretrainingCollator(special, max_predictions_per_seq=20, pad_multiple=64)
+    collate = PretrainingCollator(special, MaskingSettings(max_predictions_per_seq=20, mode="static"), pad_multiple=64)
     samples = synthetic_samples(400, max_len=128)
     shapes = {tuple(collate(samples[i : i + 2])["input_ids"].shape) for i in range(0, 400, 2)}
     assert shapes == {(2, 64), (2, 128)}  # batches of any longest length: two shapes

@@ -435,15 +435,11 @@ class PretrainingDataModule(VocabularyDataModule):
         if self.objective == "clm":  # every next token is predicted: nothing is masked
             self.collator = CausalLMCollator(special, pad_to=pad_to, pad_multiple=multiple)
             return
-        m = self.masking
         continuation = None
-        if m.whole_word:
+        if self.masking.by_words:
             byte_level = tokenizer_kind(self.tokenizer) != "wordpiece"
             continuation = continuation_table(self.tokenizer.get_vocab(), byte_level=byte_level)
-        self.collator = PretrainingCollator(
-            special, m.masked_lm_prob, m.max_predictions_per_seq, pad_to=pad_to, static=static,
-            count_special_tokens=m.count_special_tokens, continuation=continuation, pad_multiple=multiple,
-        )
+        self.collator = PretrainingCollator(special, self.masking, continuation, pad_to=pad_to, pad_multiple=multiple)
 
     def _item_checks(self, split: str) -> dict:
         """How each item read of ``split`` is checked: every field against what preparation writes, and an

@@ -6,19 +6,25 @@ becomes [MASK] with probability 0.8, a random vocabulary id with 0.1 (the origin
 vocabulary), and stays unchanged with 0.1. The positions and original ids are returned padded to
 ``max_predictions_per_seq`` (labels -100 where unused) for the sparse MLM head.
 
-Two options bring the original's later or exact behaviour:
+Options bring the original's exact behaviour and the strategies after it (``data.masking``):
 
 * ``count_special_tokens``: the original's ``round(masked_lm_prob * n)`` counts every token of the
   sequence, [CLS] and [SEP] included, though only the others can be chosen (so at length 512, 77
   rather than our 76). Off by default.
-* ``whole_word`` (the original's whole-word masking, of its later models): a word and its WordPiece
-  continuation pieces (``##...``) are chosen together; words are taken in a random order, and one that
-  would go past the number to predict is passed over. Needs ``continuation``, a boolean table over the
-  vocabulary (:func:`continuation_table`). Each chosen token is then replaced 80/10/10 on its own, as
-  in the original. A word starts again after a special token.
+* ``strategy``: ``token`` (BERT's: each WordPiece piece on its own), ``whole_word`` (the original's
+  whole-word masking, of its later models: a word and its continuation pieces (``##...``) are chosen
+  together; words are taken in a random order, and one that would go past the number to predict is
+  passed over; each chosen token is then replaced 80/10/10 on its own, as in the original) or ``span``
+  (SpanBERT, Joshi et al. 2020: spans of whole words, their lengths in words drawn from a geometric
+  distribution, ``span_p`` 0.2, truncated at ``max_span_length`` 10 (mean 3.8 words), each starting at a
+  random unmasked word, until the number to predict is reached; a span never crosses [SEP] nor overlaps
+  another, is shortened by words to fit the number left, and is replaced 80/10/10 as a whole). Both word
+  strategies need ``continuation``, a boolean table over the vocabulary (:func:`continuation_table`); a
+  word starts again after a special token.
 
 Everything is tensor operations over the whole batch: no per-token Python loop (whole-word masking
-loops over words in their random order, for the batch at once, until every row is full).
+loops over words in their random order, for the batch at once, until every row is full; span masking
+loops over each row's spans).
 """
 
 from __future__ import annotations
@@ -31,24 +37,38 @@ import torch
 from ..tokenizer import SPECIAL_TOKENS, SpecialIds
 
 IGNORE_INDEX = -100
+STRATEGIES = ("token", "whole_word", "span")
 
 
 @dataclass(frozen=True)
 class MaskingSettings:
     """How pre-training masks (``data.masking``): ``masked_lm_prob`` of the tokens, at most
-    ``max_predictions_per_seq``; ``count_special_tokens`` and ``whole_word`` as above. ``mode``:
+    ``max_predictions_per_seq``; ``count_special_tokens``, ``strategy`` (``span_p`` and ``max_span_length``
+    for spans) as above. ``mode``:
     ``dynamic`` (a new mask each epoch, RoBERTa's) or ``static`` (each instance's mask fixed by the
     corpus seed, as the original with ``dupe_factor`` copies)."""
 
     masked_lm_prob: float = 0.15
     max_predictions_per_seq: int = 20
     count_special_tokens: bool = False
-    whole_word: bool = False
+    strategy: str = "token"
+    span_p: float = 0.2
+    max_span_length: int = 10
     mode: str = "dynamic"
 
     def __post_init__(self):
         if self.mode not in ("dynamic", "static"):
             raise ValueError(f"data.masking.mode={self.mode!r}: expected dynamic or static")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"data.masking.strategy={self.strategy!r}: expected {', '.join(STRATEGIES)}")
+        if not 0 < self.span_p <= 1 or self.max_span_length < 1:
+            raise ValueError(f"data.masking.span_p={self.span_p}, max_span_length={self.max_span_length}: "
+                             "a probability in (0, 1] and at least one word")
+
+    @property
+    def by_words(self) -> bool:
+        """Whether the strategy needs the vocabulary's word boundaries (:func:`continuation_table`)."""
+        return self.strategy != "token"
 
     @property
     def static(self) -> bool:
@@ -96,6 +116,67 @@ def _whole_word_selection(scores: torch.Tensor, candidates: torch.Tensor, contin
     return taken.gather(1, word) & candidates
 
 
+def _truncated_geometric(p: float, longest: int) -> np.ndarray:
+    """The cumulative distribution of SpanBERT's span lengths: P(k) proportional to p (1 - p)^(k - 1), k = 1..longest."""
+    weights = p * (1 - p) ** np.arange(longest, dtype=np.float64)
+    return np.cumsum(weights / weights.sum())
+
+
+def span_lengths(count: int, p: float, longest: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``count`` span lengths in words, from SpanBERT's geometric distribution truncated at ``longest``."""
+    draws = torch.rand(count, generator=generator, dtype=torch.float64).numpy()
+    return torch.from_numpy(np.minimum(np.searchsorted(_truncated_geometric(p, longest), draws, side="right"),
+                                       longest - 1) + 1)
+
+
+def _span_selection(candidates: torch.Tensor, continues: torch.Tensor, num_to_predict: torch.Tensor, p: float,
+                    longest: int, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """([B, T] bool chosen, [B, T] long span of each chosen token, T elsewhere): SpanBERT's spans of whole
+    words, each within a run of candidates, never overlapping, shortened by words to fit the number left."""
+    batch, length = candidates.shape
+    chosen = np.zeros((batch, length), dtype=bool)
+    span_of = np.full((batch, length), length, dtype=np.int64)
+    previous = torch.nn.functional.pad(candidates[:, :-1], (1, 0), value=False)
+    starts = (candidates & ~(continues & previous)).numpy()
+    boundaries = np.concatenate([starts | ~candidates.numpy(), np.ones((batch, 1), dtype=bool)], axis=1)
+    segments = np.cumsum(~candidates.numpy(), axis=1)
+    cumulative = _truncated_geometric(p, longest)
+    for row in range(batch):
+        word_start = np.flatnonzero(starts[row])
+        budget = int(num_to_predict[row])
+        if not len(word_start) or budget <= 0:
+            continue
+        bounds = np.flatnonzero(boundaries[row])
+        word_end = bounds[np.searchsorted(bounds, word_start, side="right")]
+        segment = segments[row, word_start]
+        free = np.ones(len(word_start), dtype=bool)  # not masked, and might still fit
+        # two draws a span (its first word, its length); a row takes at most one span a word
+        draws = torch.rand(2 * len(word_start), generator=generator, dtype=torch.float64).numpy()
+        spans = 0
+        for pick, size in draws.reshape(-1, 2):
+            open_words = np.flatnonzero(free)
+            if budget <= 0 or not len(open_words):
+                break
+            first = open_words[min(int(pick * len(open_words)), len(open_words) - 1)]
+            want = min(int(np.searchsorted(cumulative, size, side="right")), longest - 1) + 1
+            last = first
+            while last - first + 1 < want and last + 1 < len(word_start) and free[last + 1] \
+                    and segment[last + 1] == segment[first]:
+                last += 1
+            while last >= first and word_end[last] - word_start[first] > budget:
+                last -= 1  # shortened by words to fit the number left
+            if last < first:
+                free[first] = False  # longer than the number left, which only shrinks
+                continue
+            begin, end = word_start[first], word_end[last]
+            chosen[row, begin:end] = True
+            span_of[row, begin:end] = spans
+            spans += 1
+            budget -= end - begin
+            free[first:last + 1] = False
+    return torch.from_numpy(chosen), torch.from_numpy(span_of)
+
+
 def mask_tokens(
     input_ids: torch.Tensor,
     candidates: torch.Tensor,
@@ -105,12 +186,14 @@ def mask_tokens(
     generator: torch.Generator | None = None,
     lengths: torch.Tensor | None = None,
     continuation: torch.Tensor | None = None,
+    spans: tuple[float, int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """input_ids [B, T], candidates [B, T] bool (maskable tokens).
 
     ``lengths`` [B]: the token counts that set the number to predict (default: the candidates';
     the sequence lengths with [CLS] and [SEP] are the original's). ``continuation``: the vocabulary's
-    continuation pieces (:func:`continuation_table`) for whole-word masking.
+    continuation pieces (:func:`continuation_table`) for whole-word masking, or with ``spans`` (SpanBERT's
+    ``(span_p, max_span_length)``) for span masking.
 
     Returns (masked input_ids, masked_lm_positions [B, P], masked_lm_labels [B, P]).
     """
@@ -121,10 +204,16 @@ def mask_tokens(
     num_to_predict = torch.round(counted.double() * masked_lm_prob).long()
     num_to_predict = torch.minimum(num_to_predict.clamp(min=1), num_candidates).clamp(max=p)
 
-    scores = torch.rand(batch, length, generator=generator)
+    span_of = None
+    if spans is not None and continuation is None:
+        raise ValueError("span masking needs the vocabulary's word boundaries (continuation)")
+    scores = torch.rand(batch, length, generator=generator) if spans is None else None
     if continuation is not None:
         continues = continuation.to(input_ids.device)[input_ids.clamp(0, len(continuation) - 1)]
-        chosen = _whole_word_selection(scores, candidates, continues, num_to_predict)
+        if spans is None:
+            chosen = _whole_word_selection(scores, candidates, continues, num_to_predict)
+        else:
+            chosen, span_of = _span_selection(candidates, continues, num_to_predict, *spans, generator)
         keys = torch.where(chosen, torch.arange(length).expand(batch, length), length)
         positions = keys.sort(dim=1).values[:, : min(p, length)]
         if positions.shape[1] < p:
@@ -144,6 +233,9 @@ def mask_tokens(
     labels = torch.where(selected, input_ids.gather(1, positions), torch.full_like(positions, IGNORE_INDEX))
 
     action = torch.rand(batch, p, generator=generator)
+    if span_of is not None:  # SpanBERT replaces a span as a whole: one draw for all its tokens
+        per_span = torch.rand(batch, length + 1, generator=generator)
+        action = per_span.gather(1, span_of.gather(1, positions))
     random_ids = torch.randint(0, special.vocab_size, (batch, p), generator=generator, dtype=input_ids.dtype)
     replacement = torch.where(action < 0.8, torch.full_like(random_ids, special.mask), random_ids)
     keep = action >= 0.9
@@ -164,23 +256,21 @@ class PretrainingCollator:
     def __init__(
         self,
         special: SpecialIds,
-        masked_lm_prob: float = 0.15,
-        max_predictions_per_seq: int = 20,
-        pad_to: int | None = None,
-        static: bool = True,
-        count_special_tokens: bool = False,
+        masking: MaskingSettings = MaskingSettings(mode="static"),
         continuation: torch.Tensor | None = None,
+        pad_to: int | None = None,
         pad_multiple: int | None = None,
     ):
-        """``count_special_tokens``: the number to predict counts [CLS] and [SEP] (the original's);
-        ``continuation``: a :func:`continuation_table` turns whole-word masking on; ``pad_to``: every batch
-        that long; ``pad_multiple``: a batch's longest rounded up to a multiple of it (few shapes to compile)."""
+        """``masking``: the settings whole (``data.masking``); ``continuation``: a :func:`continuation_table`,
+        which the word strategies need; ``pad_to``: every batch that long; ``pad_multiple``: a batch's
+        longest rounded up to a multiple of it (few shapes to compile)."""
+        if masking.by_words and continuation is None:
+            raise ValueError(f"data.masking.strategy={masking.strategy}: the collator needs the vocabulary's "
+                             "word boundaries (continuation_table)")
         self.special = special
-        self.count_special_tokens = count_special_tokens
-        self.continuation = continuation
-        self.static = static
-        self.masked_lm_prob = masked_lm_prob
-        self.max_predictions_per_seq = max_predictions_per_seq
+        self.masking = masking
+        self.continuation = continuation if masking.by_words else None
+        self.static = masking.static
         self.pad_to, self.pad_multiple = pad_to, pad_multiple
 
     def pad(self, samples: list[dict]) -> dict[str, torch.Tensor]:
@@ -208,9 +298,11 @@ class PretrainingCollator:
         ids = batch["input_ids"]
         s = self.special
         candidates = (ids != s.pad) & (ids != s.cls) & (ids != s.sep)
-        args = (s, self.masked_lm_prob, self.max_predictions_per_seq)
-        lengths = batch["attention_mask"].sum(dim=1) if self.count_special_tokens else None
-        extra = dict(continuation=self.continuation)
+        m = self.masking
+        args = (s, m.masked_lm_prob, m.max_predictions_per_seq)
+        lengths = batch["attention_mask"].sum(dim=1) if m.count_special_tokens else None
+        extra = dict(continuation=self.continuation,
+                     spans=(m.span_p, m.max_span_length) if m.strategy == "span" else None)
         if "mask_seed" in samples[0] and not self.static:
             entropy = np.random.SeedSequence([int(sample["mask_seed"]) for sample in samples]).generate_state(2)
             seed = int(entropy[0]) << 32 | int(entropy[1])
