@@ -63,6 +63,32 @@ def balanced_weights(labels: list[int], num_labels: int) -> list[float]:
     return (len(labels) / (num_labels * counts.double())).tolist()
 
 
+def aggregate_windows(docs: torch.Tensor, windows: torch.Tensor, values: torch.Tensor, how: str) -> torch.Tensor:
+    """Each document's value [D, ...] (documents 0..D-1, in order) from its windows' ``values``: their
+    ``mean``, their ``max`` (elementwise), or the ``first`` window's (``windows == 0``)."""
+    count = int(docs.max()) + 1 if len(docs) else 0
+    shape = (count, *values.shape[1:])
+    index = docs.view(-1, *[1] * (values.dim() - 1)).expand_as(values)
+    if how == "first":
+        return torch.zeros(shape, dtype=values.dtype).index_copy_(0, docs[windows == 0], values[windows == 0])
+    if how == "max":
+        return torch.full(shape, float("-inf"), dtype=values.dtype).scatter_reduce_(0, index, values, "amax")
+    totals = torch.zeros(shape, dtype=values.dtype).scatter_add_(0, index, values)
+    counts = torch.zeros(count, dtype=values.dtype).scatter_add_(0, docs, torch.ones_like(docs, dtype=values.dtype))
+    return totals / counts.view(-1, *[1] * (values.dim() - 1))
+
+
+def row_predictions(batches: list, regression: bool, aggregate: str | None = None) -> list[float]:
+    """predict_step's batches as one prediction a row: with long-document windows each row's windows
+    aggregated as ``data.windows.aggregate`` says, then its class (or its value for a regression)."""
+    if batches and isinstance(batches[0], dict):
+        logits = aggregate_windows(torch.cat([b["doc"] for b in batches]), torch.cat([b["window"] for b in batches]),
+                                   torch.cat([b["logits"] for b in batches]), aggregate or "mean")
+        values = logits.squeeze(-1) if regression else logits.argmax(-1)
+        return [float(v) for v in values.tolist()]
+    return [float(v) for batch in batches for v in batch.tolist()]
+
+
 class ClassificationModule(BertTask):
     """Cross-entropy over ``num_labels`` classes, or MSE when ``num_labels == 1``. Metrics are computed
     on every validation set and logged as ``val/<set>/<metric>``; the first set is also ``val/<metric>``."""
@@ -134,14 +160,47 @@ class ClassificationModule(BertTask):
     def validation_step(self, batch, batch_idx, dataloader_idx: int = 0):
         logits = self(batch).float()
         preds = logits.squeeze(-1) if self.num_labels == 1 else logits
+        if "doc" in batch:  # long-document windows: scored per document at the epoch's end
+            self.window_outputs.setdefault(dataloader_idx, []).append(
+                (batch["doc"], batch["window"], preds.detach(), batch["labels"]))
+            return
         self.val_metrics[dataloader_idx].update(preds, batch["labels"])
 
     def predict_step(self, batch, batch_idx, dataloader_idx: int = 0):
-        """The class index of each example, or its value for a regression head (test-set predictions)."""
+        """The class index of each example, or its value for a regression head (test-set predictions); with
+        long-document windows each window's logits, for :func:`row_predictions` to aggregate."""
         logits = self(batch).float()
+        if "doc" in batch:
+            return {"doc": batch["doc"].cpu(), "window": batch["window"].cpu(), "logits": logits.cpu()}
         return logits.squeeze(-1) if self.num_labels == 1 else logits.argmax(-1)
 
+    def on_validation_epoch_start(self):
+        self.window_outputs: dict[int, list] = {}
+
+    def _gathered(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` [N, ...] of every process, concatenated (N may differ between them)."""
+        if self.trainer.world_size == 1:
+            return tensor
+        sizes = self.all_gather(torch.tensor([len(tensor)], device=tensor.device)).flatten().tolist()
+        padded = torch.zeros((max(sizes), *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
+        padded[: len(tensor)] = tensor
+        gathered = self.all_gather(padded)
+        return torch.cat([gathered[rank, :size] for rank, size in enumerate(sizes)])
+
+    def _score_documents(self) -> None:
+        """The buffered windows' predictions aggregated per document, then the metrics updated with them."""
+        aggregate = getattr(getattr(self.trainer.datamodule, "windows", None), "aggregate", "mean")
+        for index, parts in sorted(getattr(self, "window_outputs", {}).items()):
+            docs, windows, preds, labels = (self._gathered(torch.cat(column)) for column in zip(*parts))
+            docs, windows, preds, labels = docs.cpu(), windows.cpu(), preds.cpu(), labels.cpu()
+            per_doc = aggregate_windows(docs, windows, preds, aggregate)
+            truth = aggregate_windows(docs, windows, labels, "first")
+            metrics = self.val_metrics[index]
+            metrics.update(per_doc.to(self.device), truth.to(self.device))
+        self.window_outputs = {}
+
     def on_validation_epoch_end(self):
+        self._score_documents()
         for index, (name, metrics) in enumerate(zip(self.val_sets, self.val_metrics)):
             values = {key: value.float() for key, value in metrics.compute().items()}
             for key, value in values.items():

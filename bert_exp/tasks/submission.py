@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..records import owned_name, remove_orphans, temp_directory
+from .classification import row_predictions
 
 ZIP_NAME = "submission.zip"
 MIN_FREE_BYTES = 1 << 20
@@ -206,7 +207,7 @@ def write_submission(trainer, module, datamodule, out_dir: Path | Destination, c
         labels, regression = label_names(datamodule.label_map), datamodule.num_labels == 1
         texts = {}
         for name, (examples, _), batches in zip(names, read.values(), outputs):
-            values = [float(v) for batch in batches for v in batch.tolist()]
+            values = row_predictions(batches, regression, getattr(getattr(datamodule, "windows", None), "aggregate", None))
             if len(values) != len(examples):
                 raise RuntimeError(f"{name}: {len(values)} predictions for {len(examples)} rows")
             texts[name] = predictions_file([e.index for e in examples],

@@ -51,3 +51,23 @@ def test_balanced_class_weights_through_the_cli(env, tiny, tmp_path):
     wrong = run_cli(short(tiny, tmp_path / "wrong", "+task.module.class_weights=[1.0]"), env=env)
     assert wrong.returncode == 2 and wrong.stderr.strip().splitlines()[-1] == \
         "error: task.module.class_weights=[1.0]: 2 positive weights, one per class", wrong.stderr[-2000:]
+
+
+def test_long_documents_in_windows_through_the_cli(env, tiny, tmp_path):
+    """SST-2's sentences joined six at a time into documents of 60 to 200 tokens, read in windows of 32: the
+    run trains on every window and is scored per document, again by python -m bert_exp.score."""
+    from bert_exp.data.tasks.glue import read_examples
+
+    rows = read_examples(env["BERT_EXP_DATA"] + "/glue/SST-2/train.tsv", ["sentence"], "label", 2, header=True)[:96]
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"text": " ".join(r.texts[0] for r in rows[i:i + 6]), "label": rows[i].label})
+                            + "\n" for i in range(0, 96, 6)))
+    run_dir = tmp_path / "run"
+    done = run_cli(short(tiny, run_dir, "data=text_classification", f"data.train_file={docs}", f"data.val_files.dev={docs}",
+                         "data.windows={overlap:8,aggregate:max}", "trainer.max_steps=2", "trainer.val_check_interval=2",
+                         "trainer.limit_val_batches=null"), env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads((run_dir / "run.json").read_text())["metrics"]
+    assert 0.0 <= metrics["val/acc"] <= 1.0
+    scored = run_cli([str(run_dir)], env=env, module="bert_exp.score")
+    assert scored.returncode == 0 and f"val/acc = {metrics['val/acc']:.4f}" in scored.stdout, scored.stderr[-3000:]

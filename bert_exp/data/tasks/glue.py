@@ -184,6 +184,27 @@ class HoldOut:
         return ([e for i, e in enumerate(examples) if i not in chosen], [examples[i] for i in held])
 
 
+AGGREGATES = ("mean", "max", "first")
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Texts longer than ``max_seq_length`` read in windows (``data.windows``), each sharing ``overlap``
+    tokens with the one before (tokenizers' ``stride``); a document is predicted from its windows' logits:
+    their ``mean``, their ``max`` (each class's highest), or the ``first`` window's (truncation). Training
+    takes every window as an example with its document's label."""
+
+    overlap: int = 64
+    aggregate: str = "mean"
+
+    def check(self, max_seq_length: int) -> None:
+        if self.aggregate not in AGGREGATES:
+            raise DataFileError(f"data.windows.aggregate={self.aggregate!r}: expected {', '.join(AGGREGATES)}")
+        if not 0 <= self.overlap < max_seq_length - 2:
+            raise DataFileError(f"data.windows.overlap={self.overlap}: at least 0 and less than a window's "
+                                f"{max_seq_length - 2} text tokens (data.max_seq_length={max_seq_length})")
+
+
 class GlueDataModule(TrainAndValSetsDataModule):
     """Train file + one or more named validation sets (a file, or a list of files read as one set: GLUE's
     CoLA dev is the release's in-domain and out-of-domain dev files); single sentences or pairs (two text
@@ -218,6 +239,7 @@ class GlueDataModule(TrainAndValSetsDataModule):
         hub_config: dict | None = None,
         cache_dir: str | None = None,
         format: str | None = None,
+        windows: dict | None = None,
     ):
         """``label_range``: [low, high] of a regression's scores (STS-B's 0 to 5); a row outside is refused.
         ``seed``: the training order (grouped by length or not). ``test_files``: unlabelled files to
@@ -273,6 +295,9 @@ class GlueDataModule(TrainAndValSetsDataModule):
             raise ValueError(f"data.test_labels={test_labels!r}: expected refuse or drop")
         self.test_labels = test_labels
         self.hub, self.hub_config, self.cache_dir = hub, dict(hub_config or {}), cache_dir
+        self.windows = Windows(**windows) if windows is not None else None
+        if self.windows is not None:
+            self.windows.check(max_seq_length)
         if hub and not {"name", "text_columns", "splits"} <= set(self.hub_config):
             raise DataFileError("data.hub: this data preset has no data.hub_config (name, text_columns, splits)")
         self._staged = not hub
@@ -373,6 +398,8 @@ class GlueDataModule(TrainAndValSetsDataModule):
 
     def encode(self, examples: list[Example]) -> EncodedDataset:
         tokenizer = self.tokenizer
+        if self.windows is not None:
+            return self.encode_windows(examples)
         if self.pair_truncation == "google" and examples and len(examples[0].texts) == 2:
             encodings = encode_pairs_google(tokenizer, [tuple(e.texts) for e in examples], self.max_seq_length)
         else:
@@ -382,6 +409,21 @@ class GlueDataModule(TrainAndValSetsDataModule):
         dtype = torch.float32 if self.num_labels == 1 else torch.int64
         return EncodedDataset([{"input_ids": enc.ids, "token_type_ids": enc.type_ids, "label": e.label, "dtype": dtype}
                                for enc, e in zip(encodings, examples)])
+
+    def encode_windows(self, examples: list[Example]) -> EncodedDataset:
+        """Every window of each text (tokenizers' overflowing encodings), each with its document's index."""
+        if examples and len(examples[0].texts) != 1:
+            raise DataFileError("data.windows: long-document windows read one text a row (data.text_columns names "
+                                f"{len(examples[0].texts)})")
+        tokenizer = self.tokenizer
+        tokenizer.enable_truncation(max_length=self.max_seq_length, stride=self.windows.overlap)
+        encodings = tokenizer.encode_batch([e.texts[0] for e in examples])
+        tokenizer.no_truncation()
+        dtype = torch.float32 if self.num_labels == 1 else torch.int64
+        return EncodedDataset([{"input_ids": window.ids, "token_type_ids": window.type_ids, "label": e.label,
+                                "dtype": dtype, "doc": doc, "window": k}
+                               for doc, (enc, e) in enumerate(zip(encodings, examples))
+                               for k, window in enumerate([enc, *enc.overflowing])])
 
     def setup(self, stage: str | None = None) -> None:
         """The training set is encoded only for fitting (scoring a run reads its dev sets: the training
@@ -399,5 +441,8 @@ class GlueDataModule(TrainAndValSetsDataModule):
     def collate(self, features: list[dict]) -> dict[str, torch.Tensor]:
         batch = pad_batch(features, self.special_ids.pad, loader=self.loader, max_seq_length=self.max_seq_length)
         batch["labels"] = torch.tensor([f["label"] for f in features], dtype=features[0]["dtype"])
+        if "doc" in features[0]:  # long-document windows: the document each belongs to
+            batch["doc"] = torch.tensor([f["doc"] for f in features])
+            batch["window"] = torch.tensor([f["window"] for f in features])
         return batch
 
