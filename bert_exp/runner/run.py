@@ -218,12 +218,25 @@ def open_job(cfg: DictConfig, placement) -> JobDirectory:
     return job
 
 
+def instantiate_reporting(node, **kwargs):
+    """Hydra's instantiate, with a mistake the target names (a UserError raised in its __init__: a data
+    setting, a file) re-raised as itself, one line, rather than inside Hydra's InstantiationException."""
+    from hydra.errors import InstantiationException
+
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, UserError):
+            raise err.__cause__ from None
+        raise
+
+
 def build_data(cfg: DictConfig, placement, init=None):
     """The DataModule, its inputs present (fetched when the catalog has them), tokenizing with the
     vocabulary the starting weights were trained with; in a run of several processes, with the
     vocabulary and input hashes the first process worked out (:mod:`bert_exp.runner.handoff`)."""
     loader = instantiate(cfg.data.loader, batch_size=placement.device_batch_size)
-    datamodule = instantiate(cfg.data, loader=loader)
+    datamodule = instantiate_reporting(cfg.data, loader=loader)
     fetch_inputs(datamodule)
     if hasattr(datamodule, "check_storage"):  # an unusable bucket or directory before the vocabulary is trained
         datamodule.check_storage()

@@ -51,7 +51,7 @@ for spec in json.loads(sys.argv[1]):
         module.setup()
         print("staged:", json.dumps({"train": module.train_file, "val": module.val_files, "test": module.test_files,
                                      "sizes": {k: len(v) for k, v in module.datasets.items()},
-                                     "test_ids": [r.index for r in module.read_test("RTE")][:3]}))
+                                     "test_ids": [r.index for r in module.read_test("RTE")][:3] if module.test_files else []}))
     except UserError as err:
         print("staged:", json.dumps({"error": str(err)}))
 """
@@ -121,3 +121,51 @@ def test_glue_from_the_hub_staged_per_commit(data_dir, tmp_path):
     (staged_copy, nothing), stderr = stage([spec, {**spec, "cache_dir": str(tmp_path / "empty")}], offline)
     assert staged_copy["train"] == first["train"] and "using the copy staged from commit" in stderr
     assert nothing["error"].startswith("data.hub: nyu-mll/glue (rte): the Hub cannot be reached (offline mode is set)")
+
+
+REVIEWS_CARD = """---
+dataset_info:
+  features:
+  - name: text
+    dtype: string
+  - name: label
+    dtype:
+      class_label:
+        names:
+          '0': neg
+          '1': pos
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: data/train-*
+  - split: test
+    path: data/test-*
+---
+"""
+
+
+def test_a_classification_data_set_of_ones_own_from_the_hub(data_dir, tmp_path):
+    """Not GLUE: a data set with text and label columns and no idx (SST-2's rows as an owner's repository),
+    staged the same way, its rows numbered, its labels by their names through a label map."""
+    rows = read_examples(data_dir / "glue" / "SST-2" / "dev.tsv", ["sentence"], "label", 2, header=True)
+    folder = tmp_path / "repo"
+    (folder / "data").mkdir(parents=True)
+    (folder / "README.md").write_text(REVIEWS_CARD)
+    for split, part in [("train", rows[:40]), ("test", rows[40:60])]:
+        pq.write_table(pa.table({"text": [e.texts[0] for e in part], "label": [e.label for e in part]}),
+                       folder / "data" / f"{split}-00000-of-00001.parquet")
+    spec = {"train_file": "unused", "val_files": {"dev": "unused"}, "text_columns": None, "label_column": "label",
+            "label_map": {"neg": 0, "pos": 1}, "hub": "someone/reviews",
+            "hub_config": {"name": "default", "text_columns": ["text"], "splits": {"train": "train", "dev": "test"}},
+            "cache_dir": str(tmp_path / "cache"), "vocab_file": str(__import__("bert_exp.resources").resources.minilm_dir() / "vocab.txt")}
+    with LocalHub({}, datasets={"someone/reviews": folder}) as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "0",
+               "HF_DATASETS_OFFLINE": "0"}
+        (staged,), _ = stage([spec], env)
+    assert "error" not in staged, staged
+    assert staged["sizes"] == {"train": 40, "dev": 20}
+    assert open(staged["train"]).readline() == "text\tlabel\tidx\n"
+    examples = read_examples(staged["val"]["dev"], ["text"], "label", 2, header=True, label_map={"neg": 0, "pos": 1},
+                             index_columns=["idx"])
+    assert [(e.texts, e.label, e.index) for e in examples] == [(e.texts, e.label, str(i)) for i, e in enumerate(rows[40:60])]

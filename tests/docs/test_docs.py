@@ -10,8 +10,9 @@
 - Every ``python -m bert_exp.TOOL ...`` names a tool whose ``--help`` works (each tool once, in-process).
 - A block shown to demonstrate an error carries ``<!-- expect-error -->`` on the last non-blank line
   before its opening fence: its commands are not composed, and it must show an ``error:`` line.
-- The README's table of config groups names exactly the options in conf/ (and sweeps/), and the presets
-  table of docs/configuration.md names exactly the presets in conf/experiment/.
+- The README's table of config groups has a row for every group, and names only options in conf/ (and
+  sweeps/); the presets table of docs/configuration.md names only presets in conf/experiment/. The
+  complete lists are --help's, read from the tree, so an option or preset added edits no page.
 - No page names a path outside the repository, in prose or in a code block: no absolute path (the
   development machine's ``/tmp/...`` run directories, a data copy beside the checkout) but the placeholder
   ``/path/to/...`` and the system's own (``/proc``, ``/dev/...``), and no ``../`` path that leaves the
@@ -424,11 +425,14 @@ def test_readme_config_groups_match_conf():
 
 
 def test_presets_table_matches_conf():
+    """Every preset the table of docs/configuration.md names is in conf/experiment/; --help lists them all
+    (each file's own first line), so a preset added edits no page."""
     from bert_exp.resources import resource_dir
 
     listed = {name for first, *_ in table_rows(REPO / "docs" / "configuration.md", "| preset |")
               for name in re.findall(r"`([a-z0-9_]+)`", first)}
-    assert listed == {p.stem for p in (resource_dir("conf") / "experiment").glob("*.yaml")}
+    present = {p.stem for p in (resource_dir("conf") / "experiment").glob("*.yaml")}
+    assert listed and not listed - present, sorted(listed - present)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -59,3 +59,15 @@ def test_own_rows_with_true_false_labels_fine_tune_and_score(env, data_dir, tmp_
     scored = run_cli([str(run_dir)], env=env, module="bert_exp.score")
     assert scored.returncode == 0, scored.stderr[-3000:]
     assert f"val/mcc = {metrics['val/mcc']:.4f}" in scored.stdout
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ([], "error: data.train_file: give a file (or a datasets id for every set: data.hub=OWNER/NAME)"),
+    (["data.train_file=x.csv", "data.val_files.dev=y.csv", "data.windows={aggregate:vote}"],
+     "error: data.windows.aggregate='vote': expected mean, max, first"),
+])
+def test_a_data_setting_the_module_refuses_is_one_line_before_any_run(env, tmp_path, overrides, message):
+    done = run_cli(["+experiment=cola_minilm", "data=text_classification", *overrides,
+                    f"hydra.run.dir={tmp_path / 'run'}"], env=env)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1] == message, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()

@@ -213,7 +213,7 @@ class GlueDataModule(TrainAndValSetsDataModule):
 
     def __init__(
         self,
-        train_file: str,
+        train_file: str | None,
         val_files: dict[str, str | list[str]],
         text_columns: list[Column] | None,
         label_column: Column,
@@ -272,8 +272,12 @@ class GlueDataModule(TrainAndValSetsDataModule):
             self.label_range = (float(label_range[0]), float(label_range[1]))
         self.hold_out = HoldOut(**hold_out) if hold_out else None
         self.train_file = train_file
-        self.val_files = {name: path if isinstance(path, str) else [str(p) for p in path]
+        self.val_files = {name: path if isinstance(path, str) or path is None else [str(p) for p in path]
                           for name, path in dict(val_files or {}).items()}
+        unset = (["data.train_file"] if train_file is None else []) + [
+            f"data.val_files.{name}" for name, path in self.val_files.items() if path is None]
+        if unset and hub is None:
+            raise DataFileError(f"{unset[0]}: give a file (or a datasets id for every set: data.hub=OWNER/NAME)")
         held_file = self.val_files.get(self.hold_out.name, "") if self.hold_out is not None else ""
         if self.hold_out is not None and (not isinstance(held_file, str) or Path(held_file) != Path(train_file)):
             raise DataFileError(f"data.hold_out.name={self.hold_out.name!r}: list it in data.val_files with the "

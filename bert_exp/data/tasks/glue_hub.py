@@ -1,4 +1,5 @@
-"""GLUE through ``datasets`` (``data.hub=nyu-mll/glue``), as ``run_glue.py``'s ``--dataset_name nyu-mll/glue
+"""GLUE, or any classification data set, through ``datasets`` (``data.hub=nyu-mll/glue``; another id with
+``data.hub_config``'s config name, text columns and splits), as ``run_glue.py``'s ``--dataset_name nyu-mll/glue
 --dataset_config_name mrpc`` reads it: each split the task needs (``data.hub_config.splits``: a set name ->
 ``SPLIT`` or ``CONFIG:SPLIT``, MNLI's AX being the ``ax`` config) is streamed once per commit of the dataset
 into a TSV under ``$BERT_EXP_CACHE/inputs/datasets/`` (header: the text columns, ``label``, ``idx``), which
@@ -37,10 +38,10 @@ def _config_and_split(config: str, value: str) -> tuple[str, str]:
 def _rows(source: HubSplit, commit: str | None, columns: list[str], label_names: bool, test: bool = False):
     """(header, rows) of one split: its text columns, its label (names or numbers; none in a test split:
     their labels are -1, except MRPC's, whose test split carries the MSRP file's public labels, dropped as
-    transformers' run_glue drops them) and its idx."""
+    transformers' run_glue drops them) and its idx (GLUE's, else the row's position)."""
     dataset = open_streaming(source, commit, "data.hub")
     present = dataset.column_names or []
-    missing = [c for c in [*columns, "idx"] if c not in present]
+    missing = [c for c in columns if c not in present]
     if missing:
         raise DataFileError(f"data.hub: {source}: no column {', '.join(map(repr, missing))} (it has "
                             f"{', '.join(present)}): set data.hub_config.text_columns")
@@ -49,13 +50,15 @@ def _rows(source: HubSplit, commit: str | None, columns: list[str], label_names:
     labelled = not test and "label" in present and first is not None and first["label"] != -1
     header = [*columns, *(["label"] if labelled else []), "idx"]
 
+    indexed = "idx" in present  # GLUE's row ids; another data set's rows are numbered in order
+
     def rows():
-        for row in dataset:
+        for position, row in enumerate(dataset):
             label = []
             if labelled:
                 value = row["label"]
                 label = [feature.int2str(value) if label_names and hasattr(feature, "int2str") else value]
-            yield [*(str(row[c]).translate(FIELD_SAFE) for c in columns), *label, row["idx"]]
+            yield [*(str(row[c]).translate(FIELD_SAFE) for c in columns), *label, row["idx"] if indexed else position]
 
     return header, rows()
 
