@@ -1,6 +1,7 @@
 """conf/ and sweeps/ travel inside the wheel: a non-editable install works from any directory, and a
 researcher's project beside it keeps its own presets and data configs (tests/runner/test_config_search.py)."""
 
+import json
 import subprocess
 import sys
 import venv
@@ -77,15 +78,15 @@ def test_a_project_of_ones_own_beside_the_installed_package(installed, tmp_path,
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "BERT_EXP_DATA": str(data_dir),
            "BERT_EXP_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline"}
     run = runner(python, elsewhere, env)
-    trained = run("-m", "bert_exp", "--config-dir", "myconf", "+experiment=my_cola", "trainer.max_steps=2",
-                  "trainer.limit_val_batches=1", "trainer.check_val_every_n_epoch=null", "trainer.val_check_interval=2",
-                  "+data.limit_train_examples=64", "precision=auto", "logger=csv", "hydra.run.dir=run")
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    assert "result: finished, step 2" in trained.stdout
-    record = (elsewhere / "run" / "run.json").read_text()
-    assert '"experiment": "my_cola"' in record
-    composed = run("-m", "bert_exp", "hydra.searchpath=[file://myconf]", "+experiment=my_cola", "--cfg", "job")
-    assert composed.returncode == 0 and "experiment_name: my_cola" in composed.stdout, composed.stderr[-2000:]
+    short = ["+experiment=my_cola", "trainer.max_steps=2", "trainer.limit_val_batches=1",
+             "trainer.check_val_every_n_epoch=null", "trainer.val_check_interval=2", "+data.limit_train_examples=64",
+             "precision=auto", "logger=csv", "callbacks.last_checkpoint.keep_after_finish=false"]
+    for name, way in [("flag", ["--config-dir", "myconf"]), ("searchpath", ["hydra.searchpath=[file://myconf]"])]:
+        trained = run("-m", "bert_exp", *way, *short, f"hydra.run.dir={name}")
+        assert trained.returncode == 0, trained.stderr[-3000:]
+        assert "result: finished, step 2" in trained.stdout
+        record = json.loads((elsewhere / name / "run.json").read_text())
+        assert record["experiment"] == "my_cola" and record["config"]["data"]["max_seq_length"] == 64
     env["BERT_EXP_CONFIG_PATH"] = str(elsewhere / "myconf")
     listed = run("-m", "bert_exp", "--help")
     assert any(line.split()[:1] == ["my_cola"] for line in listed.stdout.splitlines()), listed.stdout
