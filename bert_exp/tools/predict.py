@@ -33,7 +33,7 @@ import torch
 
 from ..data.loading import DataFileError
 from ..data.tasks import SquadExample, make_features, span_candidates, windows
-from ..data.tasks.tables import read_table
+from ..data.tasks.tables import json_objects, read_table
 from ..data.tokenizer import checkpoint_tokenizer, tokenizer_kind
 from ..errors import UserError
 from ..metrics.tagging import entities
@@ -527,7 +527,7 @@ def read_inputs(path: str | Path) -> Inputs:
     if suffix == ".json":
         return _read_squad_inputs(path, raw)
     if suffix == ".jsonl":
-        return _read_jsonl(path, raw)
+        return _read_jsonl(path)
     if suffix in (".tsv", ".csv"):  # one or two columns, no header: through the data sets' table reader
         try:
             rows = read_table(path, header=False).rows
@@ -544,18 +544,11 @@ def read_inputs(path: str | Path) -> Inputs:
     return Inputs([line.rstrip("\r") for line in raw.split("\n") if line.strip()])
 
 
-def _read_jsonl(path: Path, raw: str) -> Inputs:
-    records = []
-    for n, line in enumerate(raw.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise PredictError(f"{path}:{n}: not valid JSON ({err.msg})") from None
-        if not isinstance(record, dict):
-            raise PredictError(f"{path}:{n}: expected an object")
-        records.append((n, record))
+def _read_jsonl(path: Path) -> Inputs:
+    try:
+        records = [(where.rpartition(":")[2], record) for where, record in json_objects(path)]
+    except DataFileError as err:
+        raise PredictError(str(err)) from None
     if all("question" in r and "context" in r for _, r in records):
         return Inputs(questions=[str(r["question"]) for _, r in records],
                       contexts=[str(r["context"]) for _, r in records],

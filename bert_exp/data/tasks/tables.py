@@ -2,7 +2,8 @@
 Python's csv module and pandas write them), JSON Lines (one object a line) and Parquet. Each row keeps
 where it came from (``file:line``, or ``file: row N`` in Parquet) for the errors that name it. The
 classification and regression reader (glue.py), the hold-out's id lists and predict's input files all
-read through here, so a format is added once."""
+read through here, so a format is added once. (A pre-training corpus's tables are streamed a text column
+at a time, memory bounded, by data/corpus/tables.py.)"""
 
 from __future__ import annotations
 
@@ -97,8 +98,9 @@ def _csv_rows(path: Path, text: str):
         raise DataFileError(f"{path}:{reader.line_num}: not CSV ({err})") from None
 
 
-def _json_lines(path: Path, head_only: bool) -> Table:
-    columns, records = None, []
+def json_objects(path: Path, head_only: bool = False) -> list[tuple[str, dict]]:
+    """The objects of a JSON Lines file, each with its ``file:line`` (blank lines skipped)."""
+    objects = []
     for lineno, line in enumerate(read_utf8(path).split("\n"), start=1):
         if not line.strip():
             continue
@@ -108,12 +110,17 @@ def _json_lines(path: Path, head_only: bool) -> Table:
             raise DataFileError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
         if not isinstance(record, dict):
             raise DataFileError(f"{path}:{lineno}: a JSON Lines row is an object, found {type(record).__name__}")
-        if columns is None:
-            columns = list(record)
-            if head_only:
-                break
-        records.append((f"{path}:{lineno}", [record.get(c, MISSING) for c in columns]))
-    return Table(path, "jsonl", columns or [], records)
+        objects.append((f"{path}:{lineno}", record))
+        if head_only:
+            break
+    return objects
+
+
+def _json_lines(path: Path, head_only: bool) -> Table:
+    objects = json_objects(path, head_only)
+    columns = list(dict.fromkeys(key for _, record in objects for key in record))  # every key, first seen first
+    rows = [] if head_only else [(where, [record.get(c, MISSING) for c in columns]) for where, record in objects]
+    return Table(path, "jsonl", columns, rows)
 
 
 def _parquet(path: Path, head_only: bool) -> Table:
