@@ -219,14 +219,15 @@ def with_preset(task: GlueTask, choices: list[str]) -> GlueTask:
         if not sep or not preset:
             raise UserError(f"--experiment {choice}: expected TASK=PRESET (e.g. rte=glue_rte_minilm_local)")
         if task_named(name, f"--experiment {choice}:") == task.name:
-            from ..resources import resource_dir
+            from ..runner.config_search import group_options
 
-            presets = sorted(p.stem for p in (resource_dir("conf") / "experiment").glob("*.yaml"))
+            presets = sorted(group_options("experiment"))  # bert_exp's and $BERT_EXP_CONFIG_PATH's
             if preset not in presets:
                 import difflib
 
                 close = difflib.get_close_matches(preset, presets, n=1)
                 raise UserError(f"--experiment {choice}: no preset {preset!r} in conf/experiment"
+                                " or $BERT_EXP_CONFIG_PATH's experiment/"
                                 + (f"; did you mean {close[0]}?" if close else ""))
             return replace(task, experiment=preset)
     return task

@@ -93,8 +93,8 @@ def test_dry_run_lists_rates_and_restarts_on_small_tasks_only(tmp_path, capsys):
     (["--override", "seed=3"], "the tool sets each job's seed and rate"),
     (["--tasks", "mnlii"], "--tasks mnlii: no such GLUE task; did you mean mnli?"),
     (["--experiment", "rte"], "--experiment rte: expected TASK=PRESET"),
-    (["--experiment", "rte=glue_rte_minilm_locl"], "no preset 'glue_rte_minilm_locl' in conf/experiment; did you "
-                                                   "mean glue_rte_minilm_local?"),
+    (["--experiment", "rte=glue_rte_minilm_locl"], "no preset 'glue_rte_minilm_locl' in conf/experiment or "
+                                                   "$BERT_EXP_CONFIG_PATH's experiment/; did you mean glue_rte_minilm_local?"),
     (["--experiment", "rtee=glue_rte_minilm_local"], "--experiment rtee=glue_rte_minilm_local: rtee: no such GLUE task; did you mean rte?"),
     (["--tasks", "rte", "--experiment", "rte=glue_stsb_minilm_local"],
      "--experiment rte=glue_stsb_minilm_local: that preset fine-tunes stsb, not rte"),
@@ -139,3 +139,18 @@ def test_a_tie_on_dev_is_read_at_the_checkpoint_kept(tmp_path, kept_step):
     chosen = best_per_task([info])["mrpc"]
     assert chosen["best_step"] == kept_step
     assert chosen["metrics"]["val/acc"] == {10: 0.70, 20: 0.74}[kept_step]
+
+
+def test_a_preset_of_ones_own_is_a_glue_tool_choice(tmp_path, capsys, monkeypatch):
+    """--experiment TASK=PRESET finds a project's presets on $BERT_EXP_CONFIG_PATH (its jobs read the same)."""
+    from helpers import tiny_hf_directory
+
+    conf = tmp_path / "myconf" / "experiment"
+    conf.mkdir(parents=True)
+    (conf / "my_rte.yaml").write_text("# @package _global_\n# RTE my way\ndefaults:\n"
+                                      "  - /experiment/glue_rte_minilm_local\n\nexperiment_name: my_rte\n")
+    monkeypatch.setenv("BERT_EXP_CONFIG_PATH", str(tmp_path / "myconf"))
+    source = tiny_hf_directory(tmp_path / "tiny")
+    assert main([str(source), "--tasks", "rte", "--lrs", "2e-5", "--experiment", "rte=my_rte",
+                 "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    assert "+experiment=my_rte" in capsys.readouterr().out
