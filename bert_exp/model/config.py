@@ -38,7 +38,9 @@ class BertConfig:
     # at 2 initializer_range ("truncated_normal", BERT's original; std 0.88 initializer_range).
     initializer: str = option("normal", runtime=True, ours=True)
     layer_norm_eps: float = 1e-12
-    pad_token_id: int = 0
+    # the embedding row that padding reads (no gradient flows to it): the tokenizer's [PAD] id, which
+    # model=from_checkpoint takes from the vocabulary; how the weights train, not what they are
+    pad_token_id: int = option(0, runtime=True)
     # ALBERT's factorised embedding: embeddings of this size, projected to hidden_size
     # (``encoder.embedding_hidden_mapping_in``); None: embeddings are hidden_size wide (BERT)
     embedding_size: int | None = option(None, ours=True)

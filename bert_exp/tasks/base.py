@@ -25,6 +25,17 @@ def check_compatible(config: BertConfig, ckpt: Checkpoint) -> None:
                               + " (choose the model config, and the vocabulary, of the checkpoint)")
 
 
+def gather_objects(items: list) -> list:
+    """Every rank's items, concatenated (a no-op in a single process)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return items
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, items)
+    return [item for part in gathered for item in part]
+
+
 @dataclass
 class Vocabulary:
     """The tokens the model's embedding rows stand for, in order, and whether its input was lower-cased:

@@ -15,6 +15,7 @@ from ..errors import ConfigError
 from ..model import BertConfig, BertForSequenceClassification
 from .base import BertTask, Vocabulary
 from .optim import OptimSettings
+from .base import gather_objects
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ class ClassificationModule(BertTask):
 
     def setup(self, stage: str) -> None:
         super().setup(stage)
-        if self.class_weights == "balanced" and self.loss_weight is None:
+        if self.class_weights == "balanced" and self.loss_weight is None and stage == "fit":  # the loss's alone
             labels = [int(f["label"]) for f in self.trainer.datamodule.datasets["train"]]
             self.loss_weight = torch.tensor(balanced_weights(labels, self.num_labels), device=self.device)
             log.info("class weights (balanced, from %d training rows): %s", len(labels),
@@ -177,27 +178,26 @@ class ClassificationModule(BertTask):
     def on_validation_epoch_start(self):
         self.window_outputs: dict[int, list] = {}
 
-    def _gathered(self, tensor: torch.Tensor) -> torch.Tensor:
-        """``tensor`` [N, ...] of every process, concatenated (N may differ between them)."""
-        if self.trainer.world_size == 1:
-            return tensor
-        sizes = self.all_gather(torch.tensor([len(tensor)], device=tensor.device)).flatten().tolist()
-        padded = torch.zeros((max(sizes), *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
-        padded[: len(tensor)] = tensor
-        gathered = self.all_gather(padded)
-        return torch.cat([gathered[rank, :size] for rank, size in enumerate(sizes)])
-
     def _score_documents(self) -> None:
-        """The buffered windows' predictions aggregated per document, then the metrics updated with them."""
-        aggregate = getattr(getattr(self.trainer.datamodule, "windows", None), "aggregate", "mean")
-        for index, parts in sorted(getattr(self, "window_outputs", {}).items()):
-            docs, windows, preds, labels = (self._gathered(torch.cat(column)) for column in zip(*parts))
-            docs, windows, preds, labels = docs.cpu(), windows.cpu(), preds.cpu(), labels.cpu()
-            per_doc = aggregate_windows(docs, windows, preds, aggregate)
-            truth = aggregate_windows(docs, windows, labels, "first")
-            metrics = self.val_metrics[index]
-            metrics.update(per_doc.to(self.device), truth.to(self.device))
-        self.window_outputs = {}
+        """The windows' predictions of every process, aggregated per document; each process then updates its
+        metrics with its share of the documents, which the metrics' own sync at compute() adds up."""
+        windows = getattr(self.trainer.datamodule, "windows", None)
+        if windows is None:
+            return
+        outputs, self.window_outputs = getattr(self, "window_outputs", {}), {}
+        for index, metrics in enumerate(self.val_metrics):  # every set on every process: the gathers pair up
+            local = [(d, w, p, l) for docs, wins, preds, labels in outputs.get(index, [])
+                     for d, w, p, l in zip(docs.tolist(), wins.tolist(), preds.cpu(), labels.tolist())]
+            everything = gather_objects(local)
+            if not everything:
+                continue
+            docs, wins = torch.tensor([e[0] for e in everything]), torch.tensor([e[1] for e in everything])
+            preds, labels = torch.stack([e[2] for e in everything]), torch.tensor([e[3] for e in everything])
+            per_doc = aggregate_windows(docs, wins, preds, windows.aggregate)
+            truth = aggregate_windows(docs, wins, labels, "first")
+            mine = torch.arange(len(per_doc)) % self.trainer.world_size == self.global_rank
+            if mine.any():
+                metrics.update(per_doc[mine].to(self.device), truth[mine].to(self.device))
 
     def on_validation_epoch_end(self):
         self._score_documents()

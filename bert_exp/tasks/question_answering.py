@@ -5,23 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..metrics.squad import v2_summary
 from ..model import BertConfig, BertForQuestionAnswering
 from ..records import write_json
-from .base import BertTask, Vocabulary
+from .base import BertTask, Vocabulary, gather_objects
 from .optim import OptimSettings
-
-
-def gather_objects(items: list) -> list:
-    """Every rank's items, concatenated (a no-op in a single process)."""
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return items
-    gathered = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, items)
-    return [item for part in gathered for item in part]
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions):

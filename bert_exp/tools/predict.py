@@ -13,7 +13,7 @@ SOURCE is a run directory, a ``.ckpt`` of ours, an exported directory or a Huggi
 * token classification: a label for every word (on its first sub-token, as in training) and the entity
   spans (CoNLL rules); long texts in windows, every word scored once.
 
-Texts come from the command line or ``--file`` (.txt: one per line; .tsv: one or two columns; .jsonl:
+Texts come from the command line or ``--file`` (.txt: one per line; .tsv or .csv: one or two columns; .jsonl:
 {"text"[, "text_pair"]} or {"question", "context"}; .json: SQuAD). Results are JSON lines on stdout or in
 ``--output``. Inputs are batched by length; ``--precision bf16`` runs under bf16 autocast (``auto``: bf16
 on a GPU that has it, fp32 elsewhere).
@@ -533,6 +533,8 @@ def read_inputs(path: str | Path) -> Inputs:
             rows = read_table(path, header=False).rows
         except DataFileError as err:
             raise PredictError(str(err)) from None
+        if not rows:
+            raise PredictError(f"{path}: no rows")
         word, first = "tab-separated" if suffix == ".tsv" else "comma-separated", len(rows[0][1])
         for where, cols in rows:
             if len(cols) not in (1, 2) or len(cols) != first:
@@ -593,7 +595,7 @@ def parser() -> argparse.ArgumentParser:
                                 epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", help="run directory, .ckpt, exported or HuggingFace BERT directory")
     p.add_argument("texts", nargs="*", help="texts to predict on")
-    p.add_argument("--file", help="inputs: .txt (a text a line), .tsv (1-2 columns), .jsonl, .json (SQuAD)")
+    p.add_argument("--file", help="inputs: .txt (a text a line), .tsv or .csv (1-2 columns), .jsonl, .json (SQuAD)")
     p.add_argument("--output", help="write JSON lines here instead of stdout")
     p.add_argument("--pair", action="store_true", help="classification: the texts are pairs, two by two")
     p.add_argument("--question", action="append", help="question answering: the question (repeatable)")

@@ -268,3 +268,11 @@ def test_a_word_strategy_without_word_boundaries_or_a_bad_setting_is_refused():
         MaskingSettings(strategy="ngram")
     with pytest.raises(ValueError, match=r"data.masking.span_p=0"):
         MaskingSettings(span_p=0)
+
+
+
+def test_whole_word_is_the_earlier_spelling_of_the_strategy():
+    """Runs recorded before data.masking.strategy carry data.masking.whole_word: their configs still load."""
+    assert MaskingSettings(whole_word=True).strategy == "whole_word"
+    with pytest.raises(ValueError, match=r"whole_word=true and strategy=span: whole_word is the earlier spelling"):
+        MaskingSettings(whole_word=True, strategy="span")

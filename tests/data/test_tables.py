@@ -63,7 +63,6 @@ def test_run_glues_text_columns_are_the_default(tmp_path):
     ("bad.jsonl", '{"text": "A.", "label": 1}\n{"text": 7, "label": 0}\n', r"bad.jsonl:2: 'text' is 7, not text"),
     ("bad.jsonl", '{"text": "A.", "label": 1}\n{"text": "B.", "label": 2}\n', r"bad.jsonl:2: label '2' is not an integer"),
     ("bad.csv", 'text,label\n"A.,1\n', r"bad.csv:\d+: not CSV \("),
-    ("bad.xlsx", "", r"bad.xlsx: the suffix '.xlsx' names no table format"),
 ])
 def test_each_bad_row_is_named(tmp_path, name, content, message):
     path = tmp_path / name
@@ -99,3 +98,20 @@ def test_a_hold_out_id_list_may_be_a_csv(tmp_path):
                         hold_out={"name": "dev", "ids_file": str(ids), "id_columns": ["id"]})
     kept, held = dm.train_and_held_out()
     assert [e.texts for e in held] == [("B.",)] and len(kept) == 2
+
+
+def test_other_suffixes_and_old_mac_line_ends_read_as_glues_tsv(tmp_path):
+    """A suffix of no table format is TSV (SentEval's .txt, a .dat); a lone carriage return ends a line."""
+    path = tmp_path / "rows.dat"
+    path.write_bytes(b"text\tlabel\rA.\t1\rB.\t0\r")
+    assert [(e.texts, e.label) for e in read_examples(path, ["text"], "label", 2, header=True)] == [(("A.",), 1), (("B.",), 0)]
+
+
+def test_json_lines_columns_are_every_key_and_ids_must_be_present(tmp_path):
+    from bert_exp.data.tasks.glue import header_row
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"idx": 0, "text": "A."}\n{"idx": 1, "text": "B.", "label": 1}\n{"text": "C."}\n')
+    assert header_row(path) == ["idx", "text", "label"]  # a first row without a label does not hide it
+    with pytest.raises(DataFileError, match=r"rows.jsonl:3: no 'idx'"):
+        read_examples(path, ["text"], None, 2, index_columns=["idx"])

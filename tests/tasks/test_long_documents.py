@@ -89,3 +89,5 @@ def test_windows_refuse_pairs_and_bad_settings(tmp_path):
         GlueDataModule(str(path), {"dev": str(path)}, ["a"], "label", windows={"aggregate": "vote"})
     with pytest.raises(DataFileError, match=r"data.windows.overlap=126: at least 0 and less than a window's 126"):
         GlueDataModule(str(path), {"dev": str(path)}, ["a"], "label", windows={"overlap": 126})
+    with pytest.raises(DataFileError, match=r"data.windows=\{'stride': 8\}: its keys are overlap and aggregate"):
+        GlueDataModule(str(path), {"dev": str(path)}, ["a"], "label", windows={"stride": 8})

@@ -263,6 +263,9 @@ def test_input_files_in_csv_are_read_as_the_data_sets_are(tmp_path):
         csv.writer(f).writerows(rows)
     inputs = read_inputs(path)
     assert list(zip(inputs.texts, inputs.pairs)) == rows
+    path.write_text(" , \n")
+    with pytest.raises(PredictError, match=r"pairs.csv: no rows"):
+        read_inputs(path)
     path.write_text("a,b\nc,d,e\n")
     with pytest.raises(PredictError, match=r"pairs.csv:2: expected 2 comma-separated columns \(a text, or a pair\), found 3"):
         read_inputs(path)

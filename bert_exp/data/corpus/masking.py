@@ -55,8 +55,14 @@ class MaskingSettings:
     span_p: float = 0.2
     max_span_length: int = 10
     mode: str = "dynamic"
+    whole_word: bool = False  # the earlier spelling of strategy=whole_word, kept so older runs' configs load
 
     def __post_init__(self):
+        if self.whole_word:
+            if self.strategy not in ("token", "whole_word"):
+                raise ValueError(f"data.masking.whole_word=true and strategy={self.strategy}: whole_word is the "
+                                 "earlier spelling of strategy=whole_word; give strategy alone")
+            object.__setattr__(self, "strategy", "whole_word")
         if self.mode not in ("dynamic", "static"):
             raise ValueError(f"data.masking.mode={self.mode!r}: expected dynamic or static")
         if self.strategy not in STRATEGIES:
@@ -122,11 +128,15 @@ def _truncated_geometric(p: float, longest: int) -> np.ndarray:
     return np.cumsum(weights / weights.sum())
 
 
+def _span_length(draws: np.ndarray, cumulative: np.ndarray) -> np.ndarray:
+    """Uniform draws in [0, 1) as span lengths in words (1..len(cumulative)), by the inverse distribution."""
+    return np.minimum(np.searchsorted(cumulative, draws, side="right"), len(cumulative) - 1) + 1
+
+
 def span_lengths(count: int, p: float, longest: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """``count`` span lengths in words, from SpanBERT's geometric distribution truncated at ``longest``."""
     draws = torch.rand(count, generator=generator, dtype=torch.float64).numpy()
-    return torch.from_numpy(np.minimum(np.searchsorted(_truncated_geometric(p, longest), draws, side="right"),
-                                       longest - 1) + 1)
+    return torch.from_numpy(_span_length(draws, _truncated_geometric(p, longest)))
 
 
 def _span_selection(candidates: torch.Tensor, continues: torch.Tensor, num_to_predict: torch.Tensor, p: float,
@@ -158,7 +168,7 @@ def _span_selection(candidates: torch.Tensor, continues: torch.Tensor, num_to_pr
             if budget <= 0 or not len(open_words):
                 break
             first = open_words[min(int(pick * len(open_words)), len(open_words) - 1)]
-            want = min(int(np.searchsorted(cumulative, size, side="right")), longest - 1) + 1
+            want = int(_span_length(np.array([size]), cumulative)[0])
             last = first
             while last - first + 1 < want and last + 1 < len(word_start) and free[last + 1] \
                     and segment[last + 1] == segment[first]:

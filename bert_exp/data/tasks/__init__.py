@@ -10,7 +10,7 @@ from importlib import import_module
 _WHERE = {
     "GlueDataModule": ".glue", "SquadDataModule": ".squad", "SquadEvaluator": ".squad", "SquadExample": ".squad",
     "TaggingDataModule": ".tagging", "make_features": ".squad", "read_conll": ".tagging",
-    "read_conllu": ".tagging", "read_squad": ".squad", "read_examples": ".glue", "span_candidates": ".squad",
+    "read_conllu": ".tagging", "read_squad": ".squad", "read_examples": ".glue", "read_tsv": ".glue", "span_candidates": ".squad",
     "windows": ".tagging",
 }
 

@@ -21,7 +21,7 @@ import torch
 
 from ..base import TrainAndValSetsDataModule
 from ..loading import DataFileError, EncodedDataset, LoaderSettings, pad_batch
-from .tables import NAMED, SUFFIXES, Table, label_text, read_table, table_format, text_value
+from .tables import NAMED, SUFFIXES, Table, id_value, label_text, read_table, table_format, text_value
 
 
 @dataclass
@@ -67,11 +67,15 @@ def read_examples(path: str | Path, text_columns: list[Column] | None, label_col
         if label_at is not None:
             label = parse_label(label_text(cols[label_at], where, label_column), num_labels, label_map, where,
                                 label_range)
-        index = "\t".join(str(cols[c]).strip() for c in index_at) if index_at else str(len(examples))
+        index = "\t".join(id_value(cols[c], where, name) for c, name in zip(index_at, index_columns)) \
+            if index_at else str(len(examples))
         examples.append(Example(texts, label, index))
     if not examples:
         raise DataFileError(f"{path}: no examples")
     return examples
+
+
+read_tsv = read_examples  # the reader's earlier name (it read GLUE's TSV files alone)
 
 
 def default_text_columns(table: Table) -> list[str]:
@@ -299,7 +303,10 @@ class GlueDataModule(TrainAndValSetsDataModule):
             raise ValueError(f"data.test_labels={test_labels!r}: expected refuse or drop")
         self.test_labels = test_labels
         self.hub, self.hub_config, self.cache_dir = hub, dict(hub_config or {}), cache_dir
-        self.windows = Windows(**windows) if windows is not None else None
+        try:
+            self.windows = Windows(**windows) if windows is not None else None
+        except TypeError:
+            raise DataFileError(f"data.windows={dict(windows)}: its keys are overlap and aggregate") from None
         if self.windows is not None:
             self.windows.check(max_seq_length)
         if hub and not {"name", "text_columns", "splits"} <= set(self.hub_config):
@@ -329,6 +336,7 @@ class GlueDataModule(TrainAndValSetsDataModule):
         self.test_files = {name: str(staged[name]) for name in self.test_files}
         self.text_columns = self.test_text_columns = list(self.hub_config["text_columns"])
         self.label_column, self.header, self.num_columns, self.hold_out = "label", True, None, None
+        self.format = None  # the staged files are TSVs, whatever data.format says of one's own files
         self.test_index_column, self.test_labels = "idx", "refuse"  # the staged test splits have no labels
         self._staged = True
 

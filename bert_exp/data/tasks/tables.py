@@ -23,16 +23,13 @@ MISSING = object()  # a JSON object without one of the columns
 
 
 def table_format(path: str | Path, format: str | None = None) -> str:
-    """``format`` (data.format), else the file's suffix."""
+    """``format`` (data.format), else the file's suffix; a suffix of no table format is read as TSV, as
+    GLUE's and SentEval's files are (msr_paraphrase_train.txt)."""
     if format is not None:
         if format not in FORMATS:
             raise DataFileError(f"data.format={format!r}: expected one of {', '.join(FORMATS)} (or null: by suffix)")
         return format
-    suffix = Path(path).suffix.lower()
-    if suffix not in SUFFIXES:
-        raise DataFileError(f"{path}: the suffix {suffix or '(none)'!r} names no table format "
-                            f"({', '.join(SUFFIXES)}); set data.format")
-    return SUFFIXES[suffix]
+    return SUFFIXES.get(Path(path).suffix.lower(), "tsv")
 
 
 @dataclass
@@ -59,13 +56,18 @@ class Table:
 
 
 def _delimited(path: Path, format: str, header: bool, head_only: bool) -> Table:
-    text = read_utf8(path)
     word = "tab-separated" if format == "tsv" else "comma-separated"
+    if head_only:  # the header alone: the file's first MiB, not the whole of a large file (MNLI's, QQP's)
+        with open(path, "rb") as f:
+            text = f.read(1 << 20).decode("utf-8-sig", errors="replace")
+    else:
+        text = read_utf8(path)
     if format == "tsv":  # GLUE's files quote nothing: a quote character is text (MNLI's sentences hold them)
-        records = ((n, line.rstrip("\r").split("\t")) for n, line in enumerate(text.split("\n"), start=1))
+        lines = io.StringIO(text, newline="")  # \n, \r\n and a lone \r each end a line
+        records = ((n, line.rstrip("\r\n").split("\t")) for n, line in enumerate(lines, start=1))
     else:
         records = _csv_rows(path, text)
-    columns, rows = None, []
+    columns, header_line, rows = None, None, []
     for lineno, values in records:
         if not any(v.strip() for v in values):
             continue
@@ -73,15 +75,15 @@ def _delimited(path: Path, format: str, header: bool, head_only: bool) -> Table:
             if "" in values:
                 raise DataFileError(f"{path}:{lineno}: an empty column name in the header ({values!r}): a stray "
                                     f"{'tab' if format == 'tsv' else 'comma'}?")
-            columns = values
+            columns, header_line = values, lineno
             if head_only:
                 break
             continue
         if columns is not None and len(values) != len(columns):
             lacks = " (the header lacks a name: GLUE's files begin with index)" if len(values) > len(columns) \
                 and format == "tsv" else ""
-            raise DataFileError(f"{path}:{lineno}: {len(values)} {word} columns, the header (line 1) names "
-                                f"{len(columns)}{lacks}")
+            raise DataFileError(f"{path}:{lineno}: {len(values)} {word} columns, the header (line {header_line}) "
+                                f"names {len(columns)}{lacks}")
         rows.append((f"{path}:{lineno}", values))
     return Table(path, format, [] if header and columns is None else columns, rows)
 
@@ -117,8 +119,8 @@ def json_objects(path: Path, head_only: bool = False) -> list[tuple[str, dict]]:
 
 
 def _json_lines(path: Path, head_only: bool) -> Table:
-    objects = json_objects(path, head_only)
-    columns = list(dict.fromkeys(key for _, record in objects for key in record))  # every key, first seen first
+    objects = json_objects(path)  # the columns are every key of every row, so the whole file even for them
+    columns = list(dict.fromkeys(key for _, record in objects for key in record))  # first seen first
     rows = [] if head_only else [(where, [record.get(c, MISSING) for c in columns]) for where, record in objects]
     return Table(path, "jsonl", columns, rows)
 
@@ -150,6 +152,13 @@ def read_table(path: str | Path, header: bool = True, format: str | None = None,
     if kind == "parquet":
         return _parquet(path, head_only)
     return _delimited(path, kind, header, head_only)
+
+
+def id_value(value, where: str, column) -> str:
+    """An id cell as text (a JSON or Parquet number as Python writes it); a missing or null one refused."""
+    if value is MISSING or value is None:
+        raise DataFileError(f"{where}: no {column!r}")
+    return str(value).strip()
 
 
 def text_value(value, where: str, column) -> str:
