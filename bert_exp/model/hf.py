@@ -17,6 +17,7 @@ from safetensors.torch import load_file, save_file
 from ..errors import CheckpointError
 from ..records import write_json
 from . import hf_albert_electra as families
+from . import hf_modernbert as modernbert
 from .config import BertConfig
 
 HEADS = {  # our head name -> HuggingFace architecture
@@ -69,10 +70,13 @@ def read_hf_config(path: Path) -> tuple[BertConfig, dict]:
     """A HuggingFace directory's config.json as our BertConfig (and its values), weights unread."""
     values = json.loads((path / "config.json").read_text())
     model_type = values.get("model_type", "bert")
+    if model_type == "modernbert":
+        return BertConfig.from_dict(modernbert.config_in(values, f"{path}/config.json")), values
     if model_type in families.NAMES:
         values = families.config_in(values, f"{path}/config.json")
     elif model_type != "bert":
-        raise CheckpointError(f"{path}/config.json: model_type {model_type!r} is not bert, albert or electra")
+        raise CheckpointError(f"{path}/config.json: model_type {model_type!r} is not bert, albert, electra or "
+                              "modernbert")
     if values.get("position_embedding_type", "absolute") != "absolute":
         raise CheckpointError(f"{path}/config.json: position_embedding_type must be absolute")
     act = values.get("hidden_act", "gelu")
@@ -154,6 +158,9 @@ def load_hf_directory(path: Path) -> Checkpoint:
     architecture = (values.get("architectures") or ["BertModel"])[0]
     if model_type == "bert":
         state, head = _normalise_keys(state), {arch: name for name, arch in HEADS.items()}.get(architecture)
+    elif model_type == "modernbert":
+        head = modernbert.head_in(architecture)
+        state = modernbert.state_in(state, head)
     else:
         state = families.state_in(_normalise_keys(state, model_type + "."), model_type)
         head = families.head_in(model_type, architecture)
@@ -164,8 +171,18 @@ def load_hf_directory(path: Path) -> Checkpoint:
     labels = None
     if head == "token_classification" and "id2label" in values:
         labels = [values["id2label"][str(i)] for i in range(len(values["id2label"]))]
+    extra = {"pooling": values.get("classifier_pooling", "cls")} if model_type == "modernbert" else {}
     return Checkpoint(config, state, vocab, lowercase, head, num_labels, str(path), labels=labels,
-                      tokenizer=tokenizer)
+                      tokenizer=tokenizer, extra=extra)
+
+
+def export_family(ckpt: Checkpoint) -> str:
+    """The HuggingFace family a model of ours is written as: modernbert where it has ModernBERT's marks
+    (rotary positions, no token types, the transform before the task heads), else bert, albert or electra."""
+    config = ckpt.config
+    if config.position_embedding_type == "rotary" or not config.token_type_embeddings or config.classifier_head == "transform":
+        return "modernbert"
+    return families.export_family(config, ckpt.state_dict)
 
 
 def hf_config_dict(ckpt: Checkpoint) -> dict:
@@ -181,15 +198,20 @@ def hf_config_dict(ckpt: Checkpoint) -> dict:
         labels = ckpt.labels or [f"LABEL_{i}" for i in range(ckpt.num_labels or 2)]
         values.update(id2label={str(i): label for i, label in enumerate(labels)},
                       label2id={label: i for i, label in enumerate(labels)})
-    family = families.export_family(ckpt.config, ckpt.state_dict)
+    family = export_family(ckpt)
+    if family == "modernbert":
+        return modernbert.config_out(ckpt.config, ckpt.head, values, ckpt.extra, ckpt.vocab)
     return values if family == "bert" else families.config_out(family, ckpt.config, ckpt.head, values)
 
 
 def check_exportable(ckpt: Checkpoint, family: str = "bert") -> None:
-    """Refuses a model that the HuggingFace family it would be written as (bert, albert, electra) cannot
-    reproduce (a causal mask, pre-LN layers; shared layers in ELECTRA): transformers would load it with
-    other weights, or attend differently."""
-    options = {k: v for k, v in ckpt.config.non_bert_options().items() if k not in families.EXPRESSES[family]}
+    """Refuses a model that the HuggingFace family it would be written as (bert, albert, electra,
+    modernbert) cannot reproduce (a causal mask, pre-LN layers; shared layers in ELECTRA; ModernBERT with
+    learned positions): transformers would load it with other weights, or attend differently."""
+    if family == "modernbert":
+        options = modernbert.unexpressed(ckpt.config)
+    else:
+        options = {k: v for k, v in ckpt.config.non_bert_options().items() if k not in families.EXPRESSES[family]}
     if options:
         settings = ", ".join(f"model.{k}={v}" for k, v in options.items())
         raise CheckpointError(f"{ckpt.source}: a model with {settings} has no HuggingFace {family.upper()} equivalent "
@@ -207,7 +229,7 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path, dtype: torch.dtype 
     checkpoint's). ``max_shard_bytes`` splits weights larger than that into shards as transformers does
     (:func:`save_weights`)."""
     out = Path(out_dir)
-    family = families.export_family(ckpt.config, ckpt.state_dict)
+    family = export_family(ckpt)
     check_exportable(ckpt, family)
     if out.exists() and any(out.iterdir()):
         raise CheckpointError(f"{out} exists and is not empty; choose a new directory (nothing is overwritten)")
@@ -217,7 +239,7 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path, dtype: torch.dtype 
     if ckpt.head in ("question_answering", "token_classification"):  # HuggingFace's have no pooler
         state = {k: v for k, v in state.items() if not k.startswith("bert.pooler.")}
     weight = state.get("classifier.weight", state.get("qa_outputs.weight"))
-    if ckpt.extra.get("pooling", "cls") != "cls":
+    if ckpt.extra.get("pooling", "cls") != "cls" and family != "modernbert":  # ModernBERT's classifier_pooling
         raise CheckpointError(f"{ckpt.source}: a classifier on the mean of the tokens (task.module.pooling=mean) has "
                               f"no HuggingFace {HEADS[ckpt.head]} equivalent (it reads the pooled [CLS]); it cannot "
                               "be exported")
@@ -226,7 +248,9 @@ def save_hf_directory(ckpt: Checkpoint, out_dir: str | Path, dtype: torch.dtype 
         raise CheckpointError(f"{ckpt.source}: a head on layers other than the last (task.module.layers) or on a "
                               f"BiLSTM (task.module.head_type) has no HuggingFace {HEADS[ckpt.head]} equivalent; "
                               "it cannot be exported")
-    if family != "bert":
+    if family == "modernbert":
+        files = {"": (modernbert.state_out(state, ckpt.head), hf_config_dict(ckpt))}
+    elif family != "bert":
         files = families.export_files(family, ckpt.config, ckpt.head, state, hf_config_dict(ckpt), ckpt.source)
     elif ckpt.head is None:  # a headless BertModel is saved without the "bert." prefix
         files = {"": ({k.removeprefix("bert."): v for k, v in state.items() if k.startswith("bert.")}, hf_config_dict(ckpt))}
@@ -279,7 +303,8 @@ def _write_directory(ckpt: Checkpoint, out: Path, state: dict[str, torch.Tensor]
         write_json(out / "tokenizer_config.json",
                    {"do_lower_case": ckpt.lowercase, "tokenizer_class": "PreTrainedTokenizerFast",
                     "model_max_length": ckpt.config.max_position_embeddings,
-                    "model_input_names": ["input_ids", "token_type_ids", "attention_mask"], **specials}, indent=2)
+                    "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]
+                    if ckpt.config.token_type_embeddings else ["input_ids", "attention_mask"], **specials}, indent=2)
     elif ckpt.vocab:
         (out / "vocab.txt").write_text("\n".join(ckpt.vocab) + "\n", encoding="utf-8")
         write_json(out / "special_tokens_map.json", specials, indent=2)

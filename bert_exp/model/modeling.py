@@ -18,28 +18,96 @@ from .features import LAYER_CHOICES, POOLING_CHOICES, LayerFeatures, mean_of_tok
 
 
 def _activation(name: str):
-    return {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}[name]
+    return {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
+            "relu": F.relu}[name]
+
+
+def layer_norm(config: BertConfig, width: int | None = None) -> nn.LayerNorm:
+    return nn.LayerNorm(width or config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+
+
+def sinusoids(length: int, width: int) -> torch.Tensor:
+    """[length, width]: sin at the even dimensions, cos at the odd ones, wavelengths from 2 pi to 10000 x 2 pi
+    (Vaswani et al. 2017, section 3.5)."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    frequency = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-torch.log(torch.tensor(10000.0)) / width))
+    table = torch.zeros(length, width)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency)[:, : width // 2]
+    return table
 
 
 class BertEmbeddings(nn.Module):
+    """Word embeddings, plus the learned position table (``absolute``) or the scaled sinusoids
+    (``sinusoidal``; ``rotary`` and ``alibi`` act in attention instead), plus the token types where
+    the model has them; then the norm (``embedding_norm``) and dropout."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
         # padding_idx as in HuggingFace: the [PAD] row starts at zero and receives no gradient
         width = config.embedding_width  # hidden_size, or ALBERT's embedding_size
-        self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
-        self.LayerNorm = nn.LayerNorm(width, eps=config.layer_norm_eps)
+        self.word_embeddings = nn.Embedding(config.padded_vocab_size, width, padding_idx=config.pad_token_id)
+        if config.position_embedding_type == "absolute":
+            self.position_embeddings = nn.Embedding(config.max_position_embeddings, width)
+        elif config.position_embedding_type == "sinusoidal":
+            self.register_buffer("sinusoids", sinusoids(config.max_position_embeddings, width), persistent=False)
+            self.position_scale = nn.Parameter(torch.tensor(width ** -0.5))  # cramming's initial scale
+        if config.token_type_embeddings:
+            self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
+        if config.embedding_norm:
+            self.LayerNorm = layer_norm(config, width)
         self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> torch.Tensor:
         seq_len = input_ids.shape[1]
-        positions = torch.arange(seq_len, device=input_ids.device)
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
-        x = x + self.position_embeddings(positions)
-        return self.dropout(self.LayerNorm(x))
+        x = self.word_embeddings(input_ids)
+        if hasattr(self, "token_type_embeddings"):
+            x = x + self.token_type_embeddings(torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids)
+        if hasattr(self, "position_embeddings"):
+            x = x + self.position_embeddings(torch.arange(seq_len, device=input_ids.device))
+        elif hasattr(self, "sinusoids"):
+            x = x + self.position_scale * self.sinusoids[:seq_len].to(x.dtype)
+        if hasattr(self, "LayerNorm"):
+            x = self.LayerNorm(x)
+        return self.dropout(x)
+
+
+@dataclasses.dataclass
+class LayerAttention:
+    """What a layer's attention needs beyond its input: the mask (boolean, True = attend, or an additive
+    float bias: ALiBi's), and the rotary (cos, sin) [seq, head_dim] where positions rotate."""
+
+    mask: torch.Tensor | None = None
+    rotary: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
+def rotate(x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """RoFormer's rotation of each (i, i + head_dim / 2) pair of dimensions (the half-split layout of
+    GPT-NeoX and ModernBERT), computed in float32."""
+    cos, sin = rotary
+    x32 = x.float()
+    half = x32.shape[-1] // 2
+    rotated = torch.cat((-x32[..., half:], x32[..., :half]), dim=-1)
+    return (x32 * cos + rotated * sin).to(x.dtype)
+
+
+def rotary_tables(seq_len: int, head_dim: int, base: float, device) -> tuple[torch.Tensor, torch.Tensor]:
+    inverse = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim))
+    angles = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inverse
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """ALiBi's per-head slopes: the geometric sequence 2^(-8/n), 2^(-16/n), ... for n heads a power of
+    two; otherwise those of the power of two below, then every other one of the next (Press et al. 2022)."""
+    def powers(n: int) -> list[float]:
+        start = 2 ** (-8 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    below = 2 ** int(torch.log2(torch.tensor(float(heads))).floor())
+    slopes = powers(below) + (powers(2 * below)[0::2][: heads - below] if below < heads else [])
+    return torch.tensor(slopes)
 
 
 class BertSelfAttention(nn.Module):
@@ -47,9 +115,9 @@ class BertSelfAttention(nn.Module):
         super().__init__()
         self.num_heads = config.num_attention_heads
         self.head_dim = config.head_dim
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.query = nn.Linear(config.hidden_size, config.hidden_size, bias=config.dense_bias)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size, bias=config.dense_bias)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size, bias=config.dense_bias)
         self.dropout_p = config.attention_probs_dropout_prob
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -61,10 +129,10 @@ class BertSelfAttention(nn.Module):
         if not torch.is_grad_enabled():
             return self.query(x), self.key(x), self.value(x)
         weight = torch.cat((self.query.weight, self.key.weight, self.value.weight))
-        bias = torch.cat((self.query.bias, self.key.bias, self.value.bias))
+        bias = None if self.query.bias is None else torch.cat((self.query.bias, self.key.bias, self.value.bias))
         return F.linear(x, weight, bias).split(x.shape[-1], dim=-1)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None,
+    def forward(self, x: torch.Tensor, attention: LayerAttention,
                 output_attentions: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The attended values; with ``output_attentions`` also the probabilities [batch, heads, query,
         key], computed explicitly (softmax(QK^T/sqrt(d) + mask)) instead of by the fused kernel, which
@@ -75,6 +143,13 @@ class BertSelfAttention(nn.Module):
             return t.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
 
         q, k, v = (heads(t) for t in self.project_qkv(x))
+        if not isinstance(attention, LayerAttention):  # a bare mask
+            attention = LayerAttention(attention)
+        if attention.rotary is not None:
+            q, k = rotate(q, attention.rotary), rotate(k, attention.rotary)
+        attn_mask = attention.mask
+        if attn_mask is not None and attn_mask.is_floating_point():
+            attn_mask = attn_mask.to(q.dtype)
         p = self.dropout_p if self.training else 0.0
         if output_attentions:
             probs = attention_probabilities(q, k, attn_mask)
@@ -88,28 +163,25 @@ class BertSelfAttention(nn.Module):
 
 
 def attention_probabilities(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
-    """softmax(QK^T / sqrt(d)) over the keys, masked keys exactly 0."""
+    """softmax(QK^T / sqrt(d) + mask) over the keys: a boolean mask's masked keys exactly 0, a float mask
+    added (ALiBi's bias, -inf where masked)."""
     scores = torch.matmul(q, k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
     if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
+        scores = scores + attn_mask if attn_mask.is_floating_point() else scores.masked_fill(~attn_mask, float("-inf"))
     return torch.softmax(scores, dim=-1)
 
 
 def _attention_with_cpu_dropout(q, k, v, attn_mask, p: float) -> torch.Tensor:
     """SDPA's own arithmetic, spelled out so the probabilities go through the fast CPU dropout (SDPA
     falls back to this path on CPU whenever dropout is on, with torch's slower Bernoulli sampling)."""
-    scores = torch.matmul(q, k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    return torch.matmul(dropout(probs, p, True), v)
+    return torch.matmul(dropout(attention_probabilities(q, k, attn_mask), p, True), v)
 
 
 class BertSelfOutput(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.dense_bias)
+        self.LayerNorm = layer_norm(config)
         self.dropout = Dropout(config.hidden_dropout_prob)
         self.pre_ln = config.layer_norm_position == "pre"  # then LayerNorm is applied to the sub-layer's input
 
@@ -120,34 +192,48 @@ class BertSelfOutput(nn.Module):
 
 
 class BertAttention(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, normalise_input: bool = True):
+        """``normalise_input=False``: a pre-LN layer that leaves its attention input as it is (ModernBERT's
+        first layer, model.first_attention_norm); the LayerNorm is then not built."""
         super().__init__()
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
+        self.normalise_input = self.output.pre_ln and normalise_input
+        if self.output.pre_ln and not normalise_input:
+            del self.output.LayerNorm
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, output_attentions: bool = False):
-        inputs = self.output.LayerNorm(x) if self.output.pre_ln else x
+    def forward(self, x: torch.Tensor, attention: LayerAttention, output_attentions: bool = False):
+        inputs = self.output.LayerNorm(x) if self.normalise_input else x
         if output_attentions:
-            attended, probs = self.self(inputs, attn_mask, output_attentions=True)
+            attended, probs = self.self(inputs, attention, output_attentions=True)
             return self.output(attended, x), probs
-        return self.output(self.self(inputs, attn_mask), x)
+        return self.output(self.self(inputs, attention), x)
 
 
 class BertIntermediate(nn.Module):
+    """The feed-forward's first half: dense and activation; with ``feed_forward=glu`` the dense layer is
+    twice as wide, and its first half, activated, is multiplied by its second half (ModernBERT's ``Wi``
+    layout)."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.glu = config.feed_forward == "glu"
+        width = config.intermediate_size * (2 if self.glu else 1)
+        self.dense = nn.Linear(config.hidden_size, width, bias=config.dense_bias)
         self.act = _activation(config.hidden_act)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.glu:
+            value, gate = self.dense(x).chunk(2, dim=-1)
+            return self.act(value) * gate
         return self.act(self.dense(x))
 
 
 class BertOutput(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.dense_bias)
+        self.LayerNorm = layer_norm(config)
         self.dropout = Dropout(config.hidden_dropout_prob)
         self.pre_ln = config.layer_norm_position == "pre"
 
@@ -158,18 +244,18 @@ class BertOutput(nn.Module):
 
 
 class BertLayer(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, first: bool = False):
         super().__init__()
-        self.attention = BertAttention(config)
+        self.attention = BertAttention(config, normalise_input=config.first_attention_norm or not first)
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, output_attentions: bool = False):
+    def forward(self, x: torch.Tensor, attention: LayerAttention, output_attentions: bool = False):
         probs = None
         if output_attentions:
-            attended, probs = self.attention(x, attn_mask, output_attentions=True)
+            attended, probs = self.attention(x, attention, output_attentions=True)
         else:
-            attended = self.attention(x, attn_mask)
+            attended = self.attention(x, attention)
         inputs = self.output.LayerNorm(attended) if self.output.pre_ln else attended
         out = self.output(self.intermediate(inputs), attended)
         return (out, probs) if output_attentions else out
@@ -183,11 +269,13 @@ class BertEncoder(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.num_hidden_layers = config.num_hidden_layers
+        self.is_global = [config.layer_is_global(i) for i in range(config.num_hidden_layers)]
         if config.embedding_size is not None:
             self.embedding_hidden_mapping_in = nn.Linear(config.embedding_size, config.hidden_size)
-        self.layer = nn.ModuleList(BertLayer(config) for _ in range(1 if config.share_layers else config.num_hidden_layers))
-        if config.layer_norm_position == "pre":  # the residual stream is never normalised inside the layers
-            self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layer = nn.ModuleList(BertLayer(config, first=i == 0)
+                                   for i in range(1 if config.share_layers else config.num_hidden_layers))
+        if config.has_final_norm:  # with pre-LN the residual stream is never normalised inside the layers
+            self.LayerNorm = layer_norm(config)
 
     def layers(self):
         """The layer applied at each depth (the same module every time with shared layers)."""
@@ -195,20 +283,24 @@ class BertEncoder(nn.Module):
             return list(self.layer)
         return [self.layer[0]] * self.num_hidden_layers
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, output_hidden_states: bool = False,
-                output_attentions: bool = False) -> torch.Tensor | tuple:
+    def forward(self, x: torch.Tensor, attention: dict[bool, LayerAttention] | torch.Tensor | None,
+                output_hidden_states: bool = False, output_attentions: bool = False) -> torch.Tensor | tuple:
         """The last layer's output; with ``output_hidden_states`` also every layer's, from the same pass:
         [embeddings, layer 1, ..., layer L] as HuggingFace's ``hidden_states``. With
-        ``output_attentions``: (output, hidden states or None, [each layer's attention probabilities])."""
+        ``output_attentions``: (output, hidden states or None, [each layer's attention probabilities]).
+        ``attention``: each kind of layer's (global: True, local: False) :class:`LayerAttention`, or one
+        mask for every layer."""
+        if not isinstance(attention, dict):
+            attention = dict.fromkeys((True, False), LayerAttention(attention))
         if hasattr(self, "embedding_hidden_mapping_in"):
             x = self.embedding_hidden_mapping_in(x)
         hidden, attentions = [x], []
-        for layer in self.layers():
+        for layer, is_global in zip(self.layers(), self.is_global):
             if output_attentions:
-                x, probs = layer(x, attn_mask, output_attentions=True)
+                x, probs = layer(x, attention[is_global], output_attentions=True)
                 attentions.append(probs)
             else:
-                x = layer(x, attn_mask)
+                x = layer(x, attention[is_global])
             if output_hidden_states:
                 hidden.append(x)
         if hasattr(self, "LayerNorm"):
@@ -227,7 +319,7 @@ class BertPooler(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.causal = config.causal
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.dense_bias)
 
     def forward(self, sequence_output: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         return torch.tanh(self.dense(sentence_token(sequence_output, attention_mask, self.causal)))
@@ -259,7 +351,8 @@ class BertPreTrainedModel(nn.Module):
                     module.weight[module.padding_idx].zero_()
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
 
     def init_weights(self) -> None:
         self.apply(self._init_weights)
@@ -279,13 +372,43 @@ def extended_attention_mask(attention_mask: torch.Tensor | None, causal: bool = 
     return future if mask is None else mask & future
 
 
+def layer_attention(config: BertConfig, attention_mask: torch.Tensor | None, seq_len: int, device,
+                    dtype: torch.dtype) -> dict[bool, LayerAttention]:
+    """Each kind of layer's (global: True, local: False) mask and rotary tables: the padding (and causal)
+    mask, within ``local_attention // 2`` positions on the local layers, ALiBi's bias where positions are
+    ALiBi's (then a float mask, -inf where masked)."""
+    mask = extended_attention_mask(attention_mask, config.causal, seq_len, device)
+    position = config.position_embedding_type
+    if config.local_attention is None and position not in ("rotary", "alibi"):
+        return dict.fromkeys((True, False), LayerAttention(mask))
+    offsets = torch.arange(seq_len, device=device)
+    distance = (offsets[None, :] - offsets[:, None]).abs()
+    kinds = {}
+    for is_global in sorted(set(config.layer_is_global(i) for i in range(config.num_hidden_layers))):
+        kind_mask = mask
+        if not is_global:  # each token still attends to itself, so no row (a padded one) is empty
+            window = (distance <= config.local_attention // 2)[None, None]
+            kind_mask = window if mask is None else (mask & window) | torch.eye(seq_len, dtype=torch.bool, device=device)
+        if position == "alibi":
+            bias = -alibi_slopes(config.num_attention_heads).to(device)[:, None, None] * distance
+            kind_mask = bias[None] if kind_mask is None else bias[None].masked_fill(~kind_mask, float("-inf"))
+        rotary = None
+        if position == "rotary":
+            base = config.rotary_base if is_global or config.rotary_local_base is None else config.rotary_local_base
+            rotary = rotary_tables(seq_len, config.head_dim, base, device)
+        kinds[is_global] = LayerAttention(kind_mask, rotary)
+    return kinds
+
+
 class BertModel(BertPreTrainedModel):
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
+        """``add_pooling_layer``: BERT's pooler, where the model's sentence heads read one
+        (``classifier_head=pooler``)."""
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
-        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.pooler = BertPooler(config) if add_pooling_layer and config.classifier_head == "pooler" else None
         self.init_weights()
 
     def forward(
@@ -301,7 +424,7 @@ class BertModel(BertPreTrainedModel):
         ``output_attentions`` a last item: each layer's attention probabilities [batch, heads, seq, seq]
         (computed explicitly, only when asked: the default path is the fused kernel, unchanged)."""
         x = self.embeddings(input_ids, token_type_ids)
-        mask = extended_attention_mask(attention_mask, self.config.causal, input_ids.shape[1], input_ids.device)
+        mask = layer_attention(self.config, attention_mask, input_ids.shape[1], input_ids.device, x.dtype)
         attentions = None
         if output_attentions:
             sequence_output, hidden, attentions = self.encoder(x, mask, output_hidden_states, True)
@@ -314,12 +437,17 @@ class BertModel(BertPreTrainedModel):
 
 
 class BertPredictionHeadTransform(nn.Module):
-    def __init__(self, config: BertConfig):
+    """dense, activation, norm: the masked-LM head's transform, and the task heads' with
+    ``classifier_head=transform`` (ModernBERT's ``head``)."""
+
+    def __init__(self, config: BertConfig, in_width: int | None = None, out_width: int | None = None):
         super().__init__()
-        # to the embedding width, so the decoder can be the word embeddings (ALBERT's head with embedding_size)
-        self.dense = nn.Linear(config.hidden_size, config.embedding_width)
+        # by default to the embedding width, so the decoder can be the word embeddings (ALBERT's head with
+        # embedding_size)
+        out_width = out_width or config.embedding_width
+        self.dense = nn.Linear(in_width or config.hidden_size, out_width, bias=config.dense_bias)
         self.act = _activation(config.hidden_act)
-        self.LayerNorm = nn.LayerNorm(config.embedding_width, eps=config.layer_norm_eps)
+        self.LayerNorm = layer_norm(config, out_width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.act(self.dense(x)))
@@ -328,13 +456,17 @@ class BertPredictionHeadTransform(nn.Module):
 class BertLMPredictionHead(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.transform = BertPredictionHeadTransform(config)
-        self.decoder = nn.Linear(config.embedding_width, config.vocab_size)
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.decoder.bias = self.bias  # one bias, reachable under both HuggingFace names
+        self.vocab_size = config.vocab_size
+        self.transform = BertPredictionHeadTransform(config) if config.mlm_head_transform else nn.Identity()
+        self.decoder = nn.Linear(config.embedding_width, config.padded_vocab_size, bias=False)
+        if config.decoder_bias:
+            self.bias = nn.Parameter(torch.zeros(config.padded_vocab_size))
+            self.decoder.bias = self.bias  # one bias, reachable under both HuggingFace names
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.transform(x))
+        logits = self.decoder(self.transform(x))
+        # the padding rows of a padded vocabulary are no token: never predicted, never scored
+        return logits if logits.shape[-1] == self.vocab_size else logits[..., : self.vocab_size]
 
 
 class BertPreTrainingHeads(nn.Module):
@@ -380,7 +512,8 @@ class BertForPreTraining(BertPreTrainedModel):
         sequence_output, pooled = self.bert(input_ids, token_type_ids, attention_mask)
         if masked_lm_positions is not None:
             sequence_output = gather_positions(sequence_output, masked_lm_positions)
-        return self.cls.predictions(sequence_output), self.cls.seq_relationship(pooled)
+        nsp = self.cls.seq_relationship(pooled) if pooled is not None else None  # no pooler: no sentence task
+        return self.cls.predictions(sequence_output), nsp
 
 
 class BertForSequenceClassification(LayerFeatures, BertPreTrainedModel):
@@ -403,20 +536,20 @@ class BertForSequenceClassification(LayerFeatures, BertPreTrainedModel):
         self.bert = BertModel(config)
         p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
         self.dropout = Dropout(p)
-        self.classifier = nn.Linear(self.feature_width, num_labels)
+        self.classifier = nn.Linear(self._init_head_transform(config), num_labels)
         self.init_weights()
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
         features, pooled = self.encode(input_ids, token_type_ids, attention_mask)
         if self.pooling == "mean":
             pooled = mean_of_tokens(features, attention_mask)
-        elif self.layers != "last":
+        elif self.layers != "last" or pooled is None:
             pooled = sentence_token(features, attention_mask, self.config.causal)
-        return self.classifier(self.dropout(pooled))
+        return self.classifier(self.dropout(self.transform_features(pooled)))
 
     @property
     def reads_pooler(self) -> bool:
-        return self.pooling == "cls"
+        return self.pooling == "cls" and self.bert.pooler is not None
 
 
 class BertForQuestionAnswering(LayerFeatures, BertPreTrainedModel):
@@ -428,12 +561,12 @@ class BertForQuestionAnswering(LayerFeatures, BertPreTrainedModel):
         self.config = config
         self._init_layer_features(config, layers)
         self.bert = BertModel(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(self.feature_width, 2)
+        self.qa_outputs = nn.Linear(self._init_head_transform(config), 2)
         self.init_weights()
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
         features, _ = self.encode(input_ids, token_type_ids, attention_mask)
-        start, end = self.qa_outputs(features).unbind(-1)
+        start, end = self.qa_outputs(self.transform_features(features)).unbind(-1)
         return start, end
 
 
@@ -458,7 +591,7 @@ class BertForTokenClassification(LayerFeatures, BertPreTrainedModel):
         self.bert = BertModel(config, add_pooling_layer=False)
         p = config.hidden_dropout_prob if classifier_dropout is None else classifier_dropout
         self.dropout = Dropout(p)
-        width = self.feature_width
+        width = self._init_head_transform(config)
         if head_type == "bilstm":
             self.lstm = nn.LSTM(width, lstm_size or config.hidden_size, num_layers=2, bidirectional=True,
                                 batch_first=True)
@@ -467,7 +600,7 @@ class BertForTokenClassification(LayerFeatures, BertPreTrainedModel):
         self.init_weights()
 
     def features(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
-        return self.encode(input_ids, token_type_ids, attention_mask)[0]
+        return self.transform_features(self.encode(input_ids, token_type_ids, attention_mask)[0])
 
     def _bilstm(self, features: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """The LSTM over each sequence's real tokens only (packed), padding positions left at zero."""

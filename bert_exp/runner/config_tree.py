@@ -51,6 +51,11 @@ def summary_lines(cfg: DictConfig) -> list[str]:
     else:
         shape = (f"L{_get(cfg, 'model.num_hidden_layers', 12)}/H{_get(cfg, 'model.hidden_size', 768)}"
                  if model is not None else "?")
+        if model is not None:
+            from ..model.config import non_bert_values
+
+            options = non_bert_values(OmegaConf.to_container(model, resolve=True))
+            shape += "".join(f", {k}={v}" for k, v in options.items())
     init = _get(cfg, "task.init_from")
     budget = _get(cfg, "trainer.budget")
     steps = _get(cfg, "trainer.max_steps", -1)

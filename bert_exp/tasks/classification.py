@@ -95,7 +95,7 @@ class ClassificationModule(BertTask):
     on every validation set and logged as ``val/<set>/<metric>``; the first set is also ``val/<metric>``."""
 
     head = "classification"
-    head_prefixes = ("classifier.", "mix_")
+    head_prefixes = ("classifier.", "head.", "mix_")
 
     def __init__(
         self,

@@ -121,6 +121,9 @@ class PretrainingModule(BertTask):
         if (objective == "clm") != model_config.causal:
             raise ValueError(f"objective={objective} with model.causal={model_config.causal}: a left-to-right LM "
                              "needs model.causal=true, and the masked objectives a bidirectional model")
+        if objective in SENTENCE_TASKS and model_config.classifier_head != "pooler":
+            raise ValueError(f"objective={objective} reads the pooler, which model.classifier_head="
+                             f"{model_config.classifier_head} leaves out: choose objective=mlm")
         if objective == "electra" and not 0 < generator_size <= 1:
             raise ValueError(f"task.module.generator_size={generator_size}: expected a fraction in (0, 1]")
         self.config = model_config

@@ -30,7 +30,7 @@ class QuestionAnsweringModule(BertTask):
     ``predictions.json`` (and ``null_odds.json`` for v2.0) in the run directory."""
 
     head = "question_answering"
-    head_prefixes = ("qa_outputs.", "mix_")
+    head_prefixes = ("qa_outputs.", "head.", "mix_")
 
     def __init__(
         self,

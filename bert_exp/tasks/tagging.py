@@ -29,7 +29,7 @@ class TokenClassificationModule(BertTask):
     ``head_type=bilstm`` puts the paper's two-layer BiLSTM under the linear layer."""
 
     head = "token_classification"
-    head_prefixes = ("classifier.", "mix_", "lstm.")
+    head_prefixes = ("classifier.", "head.", "mix_", "lstm.")
 
     def __init__(
         self,

@@ -13,12 +13,19 @@ from bert_exp.tasks.base import check_compatible
 TINY = dict(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
             max_position_embeddings=32)
 # a valid other value for the string fields (the others are derived from their type below)
-OTHER_STRINGS = {"hidden_act": "gelu_tanh", "initializer": "truncated_normal", "layer_norm_position": "pre"}
+OTHER_STRINGS = {"hidden_act": "gelu_tanh", "initializer": "truncated_normal", "layer_norm_position": "pre",
+                 "feed_forward": "glu", "position_embedding_type": "rotary", "classifier_head": "transform"}
+# the settings another value needs beside it to make sense (set on both sides of a comparison)
+COMPANIONS = {"rotary_local_base": dict(position_embedding_type="rotary", local_attention=8),
+              "global_attention_every": dict(local_attention=8), "first_attention_norm": dict(layer_norm_position="pre"),
+              "final_norm": dict(layer_norm_position="pre")}
 
 
 def other_value(field: dataclasses.Field, value):
     if field.name in OTHER_STRINGS:
         return OTHER_STRINGS[field.name]
+    if field.name == "final_norm":
+        return False
     if isinstance(value, bool):
         return not value
     if value is None:
@@ -32,7 +39,7 @@ def checkpoint(config: BertConfig) -> Checkpoint:
 
 @pytest.mark.parametrize("field", dataclasses.fields(BertConfig), ids=lambda f: f.name)
 def test_each_field_is_compared_unless_runtime_or_kept_from_the_checkpoint(field):
-    configured = BertConfig(**TINY)
+    configured = BertConfig(**TINY, **COMPANIONS.get(field.name, {}))
     theirs = dataclasses.replace(configured, **{field.name: other_value(field, getattr(configured, field.name))})
     if field.metadata.get("runtime") or field.metadata.get("kept_from_checkpoint"):
         check_compatible(configured, checkpoint(theirs))
@@ -70,7 +77,8 @@ def test_hf_fields_and_non_bert_options_follow_the_declarations():
     assert not ours & set(config.hf_dict()) and set(config.hf_dict()) | ours == set(config.to_dict())
     assert config.non_bert_options() == {}
     for field in dataclasses.fields(BertConfig):
-        changed = dataclasses.replace(config, **{field.name: other_value(field, getattr(config, field.name))})
+        changed = dataclasses.replace(config, **COMPANIONS.get(field.name, {}),
+                                      **{field.name: other_value(field, getattr(config, field.name))})
         architecture_of_ours = field.metadata.get("ours") and not field.metadata.get("runtime")
         assert (field.name in changed.non_bert_options()) == bool(architecture_of_ours), field.name
 
