@@ -75,6 +75,18 @@ def synthetic_samples(n, seed=0, max_len=128):
     return samples
 
 
+def perturb(model, seed: int = 0):
+    """Every parameter of a model moved off its initial value (norms and biases included), eval mode: weights
+    under which a parity test sees every parameter's part."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return model.eval()
+
+
 def cola_pairs_batch(data_dir: Path, n: int = 8) -> tuple[dict, list[str]]:
     """Real text for parity checks: the first ``n`` CoLA dev sentences, each paired with the next,
     tokenized with the all-MiniLM-L6-v2 vocabulary and padded. Returns (batch of tensors, vocabulary)."""

@@ -9,7 +9,7 @@ import pytest
 import torch
 import transformers
 
-from helpers import cola_pairs_batch
+from helpers import cola_pairs_batch, perturb
 from bert_exp.model import BertConfig, BertForMaskedLM, ElectraForPreTraining
 from bert_exp.model.hf import TIED_KEYS, Checkpoint, CheckpointError, save_hf_directory
 from bert_exp.tasks import ClassificationModule, OptimSettings
@@ -22,14 +22,6 @@ TOL = dict(atol=1e-5, rtol=1e-5)
 def text(data_dir):
     return cola_pairs_batch(data_dir)
 
-
-def perturb(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Every parameter moved off its initial value (LayerNorms and biases included), eval mode."""
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
-    return model.eval()
 
 
 def hf_electra(vocab_size: int, **kw) -> transformers.ElectraConfig:

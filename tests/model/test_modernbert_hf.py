@@ -11,7 +11,7 @@ import pytest
 import torch
 import transformers
 
-from helpers import cola_pairs_batch
+from helpers import cola_pairs_batch, perturb
 from bert_exp.model import (BertConfig, BertForPreTraining, BertForQuestionAnswering, BertForSequenceClassification,
                             BertForTokenClassification, BertModel)
 from bert_exp.model.hf import TIED_KEYS, Checkpoint, CheckpointError, save_hf_directory
@@ -27,14 +27,6 @@ def text(data_dir):
     assert batch["attention_mask"].sum(1).max() > 12  # longer than the local window below
     return {k: v for k, v in batch.items() if k != "token_type_ids"}, vocab
 
-
-def perturb(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Every parameter moved off its initial value (norms and biases included), eval mode."""
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
-    return model.eval()
 
 
 def hf_config(vocab_size: int, **kw) -> transformers.ModernBertConfig:
