@@ -11,8 +11,12 @@ import transformers
 from helpers import run_cli
 
 from bert_exp.data.tokenizer import train_byte_bpe
-from bert_exp.tasks.checkpoints import load_checkpoint
+from bert_exp.model import BertForSequenceClassification
+from bert_exp.tasks import OptimSettings, QuestionAnsweringModule, TokenClassificationModule
+from bert_exp.tasks.checkpoints import checkpoint_config, load_checkpoint
 from bert_exp.tools.export import main as export_main
+from bert_exp.tools.predict import Predictor
+from bert_exp.tools.score import main as score_main
 
 pytestmark = pytest.mark.slow
 
@@ -54,8 +58,6 @@ def test_cola_fine_tunes_from_a_modernbert_directory_and_exports_back(modernbert
     assert not loading["missing_keys"] and not loading["unexpected_keys"], loading
     tokenizer = transformers.AutoTokenizer.from_pretrained(out)
     batch = tokenizer(["The cat sat on the mat.", "Mat the on."], padding=True, return_tensors="pt")
-    from bert_exp.model import BertForSequenceClassification
-
     ours = BertForSequenceClassification(ckpt.config, num_labels=2).eval()
     ours.load_state_dict(ckpt.state_dict, strict=False)
     with torch.no_grad():
@@ -63,3 +65,20 @@ def test_cola_fine_tunes_from_a_modernbert_directory_and_exports_back(modernbert
         torch.testing.assert_close(theirs.eval()(input_ids=batch["input_ids"],
                                                  attention_mask=batch["attention_mask"]).logits, expected,
                                    atol=1e-5, rtol=1e-5)
+
+    # predict and score work on the run
+    (prediction,) = Predictor(run_dir, device="cpu").classify(["The cat sat on the mat."])
+    assert prediction["label"] in prediction["probabilities"] and len(prediction["probabilities"]) == 2
+    assert score_main([str(run_dir)]) == 0
+
+
+@pytest.mark.parametrize("module_cls, head", [(QuestionAnsweringModule, ["qa_outputs."]),
+                                              (TokenClassificationModule, ["classifier."])])
+def test_squad_and_tagging_start_from_a_modernbert_directory(modernbert_dir, module_cls, head):
+    config = checkpoint_config(modernbert_dir)  # model=from_checkpoint: the shape alone
+    extra = {"labels": ["O", "B-PER", "I-PER"]} if module_cls is TokenClassificationModule else {}
+    module = module_cls(config, optim=OptimSettings(torch.optim.AdamW), **extra)
+    module.initialise_from(load_checkpoint(modernbert_dir))
+    # the encoder is ModernBERT's; the span or tag head and its transform start fresh
+    assert sorted({name.rsplit(".", 1)[0] + "." for name in module.fresh_parameters}) == sorted(
+        head + ["head.LayerNorm.", "head.dense."])
