@@ -19,6 +19,8 @@ def option(default, *, runtime: bool = False, ours: bool = False, kept_from_chec
                                                          "kept_from_checkpoint": kept_from_checkpoint})
 
 
+# model.unpad=auto unpads a batch whose share of padding is at least this
+UNPAD_AUTO_PADDING = 0.1
 # the string fields' values
 CHOICES = {
     "hidden_act": ("gelu", "gelu_tanh", "silu", "relu"),
@@ -104,6 +106,10 @@ class BertConfig:
     # token and span heads read the features directly) or "transform" (ModernBERT's dense, activation and
     # norm, on the pooled token or on every token)
     classifier_head: str = option("pooler", ours=True)
+    # how the encoder computes, not what: true runs the layers on the batch's real tokens laid end to end
+    # (attention padded back per sequence), "auto" where a batch is at least UNPAD_AUTO_PADDING padding;
+    # the same outputs at every real position either way (docs/speed.md#real-tokens-only)
+    unpad: bool | str = option(False, runtime=True, ours=True)
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:
@@ -124,6 +130,8 @@ class BertConfig:
         if self.position_embedding_type == "rotary" and self.head_dim % 2:
             raise ValueError(f"model.position_embedding_type=rotary rotates pairs of a head's dimensions, but "
                              f"model.hidden_size / model.num_attention_heads = {self.head_dim} is odd")
+        if self.unpad not in (True, False, "auto"):
+            raise ValueError(f"model.unpad={self.unpad!r}: expected true, false or auto")
         for problem in self._contradictions():
             raise ValueError(problem)
 

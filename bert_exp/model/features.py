@@ -59,19 +59,6 @@ class LayerFeatures:
     def feature_width(self) -> int:
         return self.config.hidden_size * (4 if self.layers == "concat_last_4" else 1)
 
-    def _init_head_transform(self, config) -> int:
-        """With ``classifier_head=transform`` the head's dense, activation and norm (``head``, ModernBERT's)
-        from the features to the hidden size. Returns the width the classifier reads."""
-        if config.classifier_head != "transform":
-            return self.feature_width
-        from .modeling import BertPredictionHeadTransform
-
-        self.head = BertPredictionHeadTransform(config, self.feature_width, config.hidden_size)
-        return config.hidden_size
-
-    def transform_features(self, features: torch.Tensor) -> torch.Tensor:
-        return self.head(features) if hasattr(self, "head") else features
-
     def encode(self, input_ids, token_type_ids=None, attention_mask=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(features [batch, seq, feature_width], pooled output or None)."""
         if self.layers == "last":

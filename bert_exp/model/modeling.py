@@ -7,12 +7,13 @@ attention.self.query.weight`` ...), so a state dict moves between the two withou
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import BertConfig
+from .config import UNPAD_AUTO_PADDING, BertConfig
 from .dropout import Dropout, dropout
 from .features import LAYER_CHOICES, POOLING_CHOICES, LayerFeatures, mean_of_tokens, sentence_token
 
@@ -73,12 +74,36 @@ class BertEmbeddings(nn.Module):
 
 
 @dataclasses.dataclass
+class Unpadded:
+    """The real tokens of a padded batch laid end to end: ``index`` holds their places in the flattened
+    [batch * seq] batch, ``shape`` is (batch, seq)."""
+
+    index: torch.Tensor
+    shape: tuple[int, int]
+
+    @classmethod
+    def of(cls, attention_mask: torch.Tensor) -> "Unpadded":
+        return cls(attention_mask.flatten().nonzero().squeeze(1), tuple(attention_mask.shape))
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """[batch, seq, ...] -> [tokens, ...]."""
+        return x.flatten(0, 1).index_select(0, self.index)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        """[tokens, ...] -> [batch, seq, ...], zeros at the padding."""
+        out = x.new_zeros(self.shape[0] * self.shape[1], *x.shape[1:])
+        return out.index_copy(0, self.index, x).view(*self.shape, *x.shape[1:])
+
+
+@dataclasses.dataclass
 class LayerAttention:
     """What a layer's attention needs beyond its input: the mask (boolean, True = attend, or an additive
-    float bias: ALiBi's), and the rotary (cos, sin) [seq, head_dim] where positions rotate."""
+    float bias: ALiBi's), the rotary (cos, sin) [seq, head_dim] where positions rotate, and where the
+    layers run on the real tokens alone, how they sit in the padded batch."""
 
     mask: torch.Tensor | None = None
     rotary: tuple[torch.Tensor, torch.Tensor] | None = None
+    unpadded: Unpadded | None = None
 
 
 def rotate(x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -136,15 +161,25 @@ class BertSelfAttention(nn.Module):
                 output_attentions: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The attended values; with ``output_attentions`` also the probabilities [batch, heads, query,
         key], computed explicitly (softmax(QK^T/sqrt(d) + mask)) instead of by the fused kernel, which
-        never materialises them. Without it the computation is exactly the training path."""
-        batch, seq_len, hidden = x.shape
-
-        def heads(t: torch.Tensor) -> torch.Tensor:
-            return t.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
-
-        q, k, v = (heads(t) for t in self.project_qkv(x))
+        never materialises them. Without it the computation is exactly the training path. With
+        ``attention.unpadded`` x is [tokens, hidden]: the projections run on the real tokens, attention on
+        them padded back into their sequences."""
         if not isinstance(attention, LayerAttention):  # a bare mask
             attention = LayerAttention(attention)
+        unpadded = attention.unpadded
+        batch, seq_len = unpadded.shape if unpadded is not None else x.shape[:2]
+        hidden = x.shape[-1]
+
+        def heads(t: torch.Tensor) -> torch.Tensor:
+            if unpadded is not None:
+                t = unpadded.unpack(t)
+            return t.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
+
+        def tokens(out: torch.Tensor) -> torch.Tensor:
+            out = out.transpose(1, 2).reshape(batch, seq_len, hidden)
+            return unpadded.pack(out) if unpadded is not None else out
+
+        q, k, v = (heads(t) for t in self.project_qkv(x))
         if attention.rotary is not None:
             q, k = rotate(q, attention.rotary), rotate(k, attention.rotary)
         attn_mask = attention.mask
@@ -154,12 +189,12 @@ class BertSelfAttention(nn.Module):
         if output_attentions:
             probs = attention_probabilities(q, k, attn_mask)
             out = torch.matmul(dropout(probs, p, True) if p else probs, v)
-            return out.transpose(1, 2).reshape(batch, seq_len, hidden), probs
+            return tokens(out), probs
         if p and x.device.type == "cpu":
             out = _attention_with_cpu_dropout(q, k, v, attn_mask, p)
         else:  # SDPA: fused kernels, with their own dropout on GPU
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
-        return out.transpose(1, 2).reshape(batch, seq_len, hidden)
+        return tokens(out)
 
 
 def attention_probabilities(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
@@ -401,6 +436,22 @@ def layer_attention(config: BertConfig, attention_mask: torch.Tensor | None, seq
 
 
 class BertModel(BertPreTrainedModel):
+    def unpads(self, attention_mask: torch.Tensor | None, output_attentions: bool = False) -> bool:
+        """Whether this batch runs on its real tokens alone (``model.unpad``): never without padding to
+        remove, for attention probabilities (the attention tool's path) or on XLA, whose graphs need
+        static shapes; with ``auto`` where at least UNPAD_AUTO_PADDING of the batch is padding."""
+        unpad = self.config.unpad
+        if not unpad or attention_mask is None:
+            return False
+        if output_attentions or attention_mask.device.type == "xla":
+            if unpad is True:
+                warnings.warn("model.unpad=true: this pass runs padded (attention probabilities, or XLA's static "
+                              "shapes, need the padded batch)", stacklevel=3)
+            return False
+        if unpad == "auto":
+            return bool(attention_mask.float().mean() <= 1 - UNPAD_AUTO_PADDING)
+        return True
+
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         """``add_pooling_layer``: BERT's pooler, where the model's sentence heads read one
         (``classifier_head=pooler``)."""
@@ -425,12 +476,19 @@ class BertModel(BertPreTrainedModel):
         (computed explicitly, only when asked: the default path is the fused kernel, unchanged)."""
         x = self.embeddings(input_ids, token_type_ids)
         mask = layer_attention(self.config, attention_mask, input_ids.shape[1], input_ids.device, x.dtype)
+        unpadded = Unpadded.of(attention_mask) if self.unpads(attention_mask, output_attentions) else None
+        if unpadded is not None:
+            x = unpadded.pack(x)
+            mask = {kind: dataclasses.replace(m, unpadded=unpadded) for kind, m in mask.items()}
         attentions = None
         if output_attentions:
             sequence_output, hidden, attentions = self.encoder(x, mask, output_hidden_states, True)
         else:
             out = self.encoder(x, mask, output_hidden_states)
             sequence_output, hidden = out if output_hidden_states else (out, None)
+        if unpadded is not None:
+            sequence_output = unpadded.unpack(sequence_output)
+            hidden = [unpadded.unpack(h) for h in hidden] if hidden is not None else None
         pooled = self.pooler(sequence_output, attention_mask) if self.pooler is not None else None
         result = (sequence_output, pooled) + ((hidden,) if output_hidden_states else ())
         return result + ((attentions,) if output_attentions else ())
@@ -453,12 +511,28 @@ class BertPredictionHeadTransform(nn.Module):
         return self.LayerNorm(self.act(self.dense(x)))
 
 
+class TaskHeadTransform:
+    """A mixin for the task models (with :class:`LayerFeatures`): with ``classifier_head=transform`` the
+    head's dense, activation and norm (``head``, ModernBERT's) from the features to the hidden size."""
+
+    def _init_head_transform(self, config: BertConfig) -> int:
+        """Builds the transform where the config has one; returns the width the classifier reads."""
+        if config.classifier_head != "transform":
+            return self.feature_width
+        self.head = BertPredictionHeadTransform(config, self.feature_width, config.hidden_size)
+        return config.hidden_size
+
+    def transform_features(self, features: torch.Tensor) -> torch.Tensor:
+        return self.head(features) if hasattr(self, "head") else features
+
+
 class BertLMPredictionHead(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.vocab_size = config.vocab_size
         self.transform = BertPredictionHeadTransform(config) if config.mlm_head_transform else nn.Identity()
-        self.decoder = nn.Linear(config.embedding_width, config.padded_vocab_size, bias=False)
+        # built with its own bias where there is one, as before the option, so that a seed draws the same weights
+        self.decoder = nn.Linear(config.embedding_width, config.padded_vocab_size, bias=config.decoder_bias)
         if config.decoder_bias:
             self.bias = nn.Parameter(torch.zeros(config.padded_vocab_size))
             self.decoder.bias = self.bias  # one bias, reachable under both HuggingFace names
@@ -516,7 +590,7 @@ class BertForPreTraining(BertPreTrainedModel):
         return self.cls.predictions(sequence_output), nsp
 
 
-class BertForSequenceClassification(LayerFeatures, BertPreTrainedModel):
+class BertForSequenceClassification(LayerFeatures, TaskHeadTransform, BertPreTrainedModel):
     """Dropout + linear on the pooled [CLS]; ``num_labels == 1`` is regression. With ``layers`` other than
     ``last`` (feature-based use, :mod:`bert_exp.model.features`) the head reads that combination of layers
     at [CLS] (the last token on a causal model) directly, without the pooler, which was trained on the
@@ -552,7 +626,7 @@ class BertForSequenceClassification(LayerFeatures, BertPreTrainedModel):
         return self.pooling == "cls" and self.bert.pooler is not None
 
 
-class BertForQuestionAnswering(LayerFeatures, BertPreTrainedModel):
+class BertForQuestionAnswering(LayerFeatures, TaskHeadTransform, BertPreTrainedModel):
     """Linear span head (start, end) on every token; no pooler, as HuggingFace's. ``layers``: the
     features it reads (:mod:`bert_exp.model.features`)."""
 
@@ -573,7 +647,7 @@ class BertForQuestionAnswering(LayerFeatures, BertPreTrainedModel):
 TAGGER_HEADS = ("linear", "bilstm")
 
 
-class BertForTokenClassification(LayerFeatures, BertPreTrainedModel):
+class BertForTokenClassification(LayerFeatures, TaskHeadTransform, BertPreTrainedModel):
     """Dropout + linear on every token; no pooler, as HuggingFace's. ``layers`` chooses the features
     (:mod:`bert_exp.model.features`; only ``last`` exports). ``head_type="bilstm"``: the paper's feature-based
     tagger, a two-layer bidirectional LSTM of ``lstm_size`` units each way (default: the hidden size)
