@@ -151,9 +151,9 @@ def load_hf_directory(path: Path) -> Checkpoint:
             vocab, tokenizer = None, None
     else:
         vocab = None
-    lowercase = True
+    lowercase = tokenizer is None  # a BPE tokenizer.json normalises by itself (ModernBERT's keeps the case)
     if (path / "tokenizer_config.json").is_file():
-        lowercase = bool(json.loads((path / "tokenizer_config.json").read_text()).get("do_lower_case", True))
+        lowercase = bool(json.loads((path / "tokenizer_config.json").read_text()).get("do_lower_case", lowercase))
     model_type = values.get("model_type", "bert")
     architecture = (values.get("architectures") or ["BertModel"])[0]
     if model_type == "bert":
