@@ -2,6 +2,7 @@
 padding (a padded sequence's real positions equal the sequence alone), its own arithmetic where it has
 one, and the combinations refused. Each paper's combination learns: tests/e2e/test_architecture_learning_cli.py."""
 
+import dataclasses
 import math
 
 import pytest
@@ -187,3 +188,13 @@ def test_bert_is_unchanged_by_the_options_defaults():
     assert config.non_bert_options() == {} and config.padded_vocab_size == VOCAB and not config.has_final_norm
     assert all(config.layer_is_global(i) for i in range(3))
     assert isinstance(layer_attention(config, None, 4, "cpu", torch.float32)[True], LayerAttention)
+
+
+def test_the_options_page_lists_every_architecture_field_of_ours():
+    """docs/model-options.md's table, checked against the declarations (the one place of each field)."""
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "model-options.md").read_text(encoding="utf-8")
+    rows = "\n".join(line.split("|")[1] for line in page.splitlines() if line.startswith("| `"))
+    fields = [f.name for f in dataclasses.fields(BertConfig) if f.metadata.get("ours") and not f.metadata.get("runtime")]
+    assert [name for name in fields if f"`{name}`" not in rows] == []
