@@ -207,7 +207,6 @@ class BertConfig:
 def non_bert_values(values) -> dict:
     """Of a mapping of model fields (a config, a run's ``model`` group), the architecture fields of ours
     alone set away from their default: what makes the model other than BERT."""
-    missing = object()
-    return {f.name: values.get(f.name, f.default) for f in dataclasses.fields(BertConfig)
-            if f.metadata.get("ours") and not f.metadata.get("runtime")
-            and values.get(f.name, missing) is not missing and values.get(f.name) != f.default}
+    return {f.name: values[f.name] for f in dataclasses.fields(BertConfig)
+            if f.metadata.get("ours") and not f.metadata.get("runtime") and f.name in values
+            and values[f.name] != f.default}

@@ -15,6 +15,7 @@ import torch
 
 from ..errors import CheckpointError
 from .config import BertConfig
+from .hf_albert_electra import rename
 
 # the options a ModernBERT has, always
 FIXED = dict(position_embedding_type="rotary", feed_forward="glu", layer_norm_position="pre", first_attention_norm=False,
@@ -112,8 +113,6 @@ def config_in(values: dict, where: str) -> dict:
 
 def state_in(state: dict[str, torch.Tensor], head: str | None) -> dict[str, torch.Tensor]:
     """A ModernBERT state dict (``model.`` prefix, or none for a headless ModernBertModel) with our names."""
-    from .hf_albert_electra import rename
-
     state = {("model." + k if k.startswith(("embeddings.", "layers.", "final_norm.")) else k): v for k, v in state.items()}
     state = {k: v for k, v in state.items() if k != "decoder.weight"}  # tied to the token embeddings
     out = {}
@@ -165,8 +164,6 @@ def config_out(config: BertConfig, head: str | None, values: dict, extra: dict, 
 
 def state_out(state: dict[str, torch.Tensor], head: str | None) -> dict[str, torch.Tensor]:
     """Our state dict (tied aliases left out) with ModernBERT's names; a headless model without ``model.``."""
-    from .hf_albert_electra import rename
-
     state = {k: v for k, v in state.items() if not k.startswith(("cls.seq_relationship.", "bert.pooler."))}
     out, qkv = {}, {}
     for key, value in state.items():

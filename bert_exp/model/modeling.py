@@ -407,8 +407,8 @@ def extended_attention_mask(attention_mask: torch.Tensor | None, causal: bool = 
     return future if mask is None else mask & future
 
 
-def layer_attention(config: BertConfig, attention_mask: torch.Tensor | None, seq_len: int, device,
-                    dtype: torch.dtype) -> dict[bool, LayerAttention]:
+def layer_attention(config: BertConfig, attention_mask: torch.Tensor | None, seq_len: int,
+                    device) -> dict[bool, LayerAttention]:
     """Each kind of layer's (global: True, local: False) mask and rotary tables: the padding (and causal)
     mask, within ``local_attention // 2`` positions on the local layers, ALiBi's bias where positions are
     ALiBi's (then a float mask, -inf where masked)."""
@@ -475,7 +475,7 @@ class BertModel(BertPreTrainedModel):
         ``output_attentions`` a last item: each layer's attention probabilities [batch, heads, seq, seq]
         (computed explicitly, only when asked: the default path is the fused kernel, unchanged)."""
         x = self.embeddings(input_ids, token_type_ids)
-        mask = layer_attention(self.config, attention_mask, input_ids.shape[1], input_ids.device, x.dtype)
+        mask = layer_attention(self.config, attention_mask, input_ids.shape[1], input_ids.device)
         unpadded = Unpadded.of(attention_mask) if self.unpads(attention_mask, output_attentions) else None
         if unpadded is not None:
             x = unpadded.pack(x)

@@ -138,7 +138,7 @@ def test_alibi_slopes_and_bias():
     assert alibi_slopes(8).tolist() == pytest.approx([2 ** -(i + 1) for i in range(8)])
     # 12 heads: the 8 of a power of two, then every other one of 16's (Press et al.'s reference code)
     assert alibi_slopes(12).tolist() == pytest.approx([2 ** -(i + 1) for i in range(8)] + [2 ** -(0.5 + i) for i in range(4)])
-    attention = layer_attention(tiny(position_embedding_type="alibi"), torch.tensor([[1, 1, 1, 0]]), 4, "cpu", torch.float32)
+    attention = layer_attention(tiny(position_embedding_type="alibi"), torch.tensor([[1, 1, 1, 0]]), 4, "cpu")
     bias = attention[True].mask[0]  # [heads, query, key]
     assert bias[0, 0, 2].item() == pytest.approx(-2 * 2 ** -2)  # 4 heads: slopes 1/4, 1/16, ...
     assert bias[1, 2, 0].item() == pytest.approx(-2 * 2 ** -4) and bias[0, 1, 3].item() == float("-inf")
@@ -147,7 +147,7 @@ def test_alibi_slopes_and_bias():
 def test_local_layers_see_only_their_window_and_layer_zero_is_global():
     config = tiny(local_attention=4, global_attention_every=3)
     assert [config.layer_is_global(i) for i in range(3)] == [True, False, False]
-    attention = layer_attention(config, torch.ones(1, 8, dtype=torch.long), 8, "cpu", torch.float32)
+    attention = layer_attention(config, torch.ones(1, 8, dtype=torch.long), 8, "cpu")
     local, full = attention[False].mask[0, 0], attention[True].mask[0, 0]
     assert full.all() and local[3].tolist() == [False, True, True, True, True, True, False, False]
 
@@ -187,7 +187,7 @@ def test_bert_is_unchanged_by_the_options_defaults():
     config = tiny()
     assert config.non_bert_options() == {} and config.padded_vocab_size == VOCAB and not config.has_final_norm
     assert all(config.layer_is_global(i) for i in range(3))
-    assert isinstance(layer_attention(config, None, 4, "cpu", torch.float32)[True], LayerAttention)
+    assert isinstance(layer_attention(config, None, 4, "cpu")[True], LayerAttention)
 
 
 def test_the_options_page_lists_every_architecture_field_of_ours():
