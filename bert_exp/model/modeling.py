@@ -73,17 +73,95 @@ class BertEmbeddings(nn.Module):
         return self.dropout(x)
 
 
+# model.unpad's attention: rows of similar length share a grid padded to their longest; a grid costs about
+# what attending one row of this many tokens squared costs (kernel launches, their own copies), so rows
+# are split into grids where that saves more (measured on CPU: docs/speed.md)
+ATTENTION_GRID_COST = 64 * 64
+
+
+def length_groups(lengths: list[int], cost: int) -> list[int]:
+    """Where to cut ``lengths`` (sorted longest first) into groups so that the sum over the groups of
+    rows x longest^2 (the attention's work on their grid) plus ``cost`` each is least: the groups' starts."""
+    best, cut = [0] + [None] * len(lengths), [0] * (len(lengths) + 1)
+    for end in range(1, len(lengths) + 1):
+        best[end], cut[end] = min((best[start] + (end - start) * lengths[start] ** 2 + cost, start)
+                                  for start in range(end))
+    starts, end = [], len(lengths)
+    while end:
+        starts.append(cut[end])
+        end = cut[end]
+    return starts[::-1]
+
+
+@dataclasses.dataclass
+class AttentionGrid:
+    """Rows of a batch laid out [rows, width] for attention: their real tokens are ``tokens`` of the
+    packed order, at ``slots`` of the flattened grid (None where they fill it: no copy then)."""
+
+    rows: torch.Tensor  # the rows' places in the batch
+    width: int
+    tokens: slice
+    slots: torch.Tensor | None
+
+    def lay_out(self, x: torch.Tensor) -> torch.Tensor:
+        """[tokens, ...] (all the batch's) -> [rows, width, ...], zeros at the padding."""
+        part = x[self.tokens]
+        if self.slots is not None:  # in place into fresh zeros: no copy of them
+            part = part.new_zeros(len(self.rows) * self.width, *x.shape[1:]).index_copy_(0, self.slots, part)
+        return part.view(len(self.rows), self.width, *x.shape[1:])
+
+    def real(self, grid: torch.Tensor) -> torch.Tensor:
+        """[rows, width, ...] -> this grid's [tokens, ...]."""
+        flat = grid.reshape(-1, *grid.shape[2:])
+        return flat if self.slots is None else flat.index_select(0, self.slots)
+
+    def attention(self, layer: "LayerAttention", batch: int) -> "LayerAttention":
+        """A layer's mask and rotary tables for this grid: its rows, its first ``width`` positions."""
+        mask, rotary = layer.mask, layer.rotary
+        if mask is not None:
+            if mask.shape[0] == batch:
+                mask = mask.index_select(0, self.rows)
+            mask = mask[..., : self.width, : self.width] if mask.shape[-2] > 1 else mask[..., : self.width]
+        if rotary is not None:
+            rotary = tuple(t[: self.width] for t in rotary)
+        return LayerAttention(mask, rotary)
+
+
 @dataclasses.dataclass
 class Unpadded:
-    """The real tokens of a padded batch laid end to end: ``index`` holds their places in the flattened
-    [batch * seq] batch, ``shape`` is (batch, seq)."""
+    """The real tokens of a padded batch laid end to end (the rows longest first): ``index`` holds their
+    places in the flattened [batch * seq] batch, ``shape`` is (batch, seq); attention runs on ``grids``,
+    rows of similar length padded to their own longest. Where the padding is not all at the right of
+    each row, one grid of the whole padded batch."""
 
     index: torch.Tensor
     shape: tuple[int, int]
+    grids: list[AttentionGrid]
 
     @classmethod
     def of(cls, attention_mask: torch.Tensor) -> "Unpadded":
-        return cls(attention_mask.flatten().nonzero().squeeze(1), tuple(attention_mask.shape))
+        batch, seq = attention_mask.shape
+        mask = attention_mask.bool()
+        lengths = mask.sum(1)
+        if not torch.equal(mask, torch.arange(seq, device=mask.device) < lengths[:, None]):
+            index = mask.flatten().nonzero().squeeze(1)
+            rows = torch.arange(batch, device=mask.device)
+            return cls(index, (batch, seq), [AttentionGrid(rows, seq, slice(0, len(index)), index)])
+        order = lengths.argsort(descending=True, stable=True)
+        sorted_lengths = lengths[order].tolist()
+        starts = length_groups(sorted_lengths, ATTENTION_GRID_COST)
+        place = mask[order].flatten().nonzero().squeeze(1)  # in the batch with its rows sorted
+        row, column = place // seq, place % seq
+        index = order[row] * seq + column
+        grids, first_token = [], 0
+        for start, end in zip(starts, starts[1:] + [batch]):
+            width, count = sorted_lengths[start], sum(sorted_lengths[start:end])
+            tokens = slice(first_token, first_token + count)
+            full = sorted_lengths[end - 1] == width
+            slots = None if full else (row[tokens] - start) * width + column[tokens]
+            grids.append(AttentionGrid(order[start:end], width, tokens, slots))
+            first_token += count
+        return cls(index, (batch, seq), grids)
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """[batch, seq, ...] -> [tokens, ...]."""
@@ -92,18 +170,24 @@ class Unpadded:
     def unpack(self, x: torch.Tensor) -> torch.Tensor:
         """[tokens, ...] -> [batch, seq, ...], zeros at the padding."""
         out = x.new_zeros(self.shape[0] * self.shape[1], *x.shape[1:])
-        return out.index_copy(0, self.index, x).view(*self.shape, *x.shape[1:])
+        return out.index_copy_(0, self.index, x).view(*self.shape, *x.shape[1:])  # in place: no copy of the zeros
 
 
 @dataclasses.dataclass
 class LayerAttention:
     """What a layer's attention needs beyond its input: the mask (boolean, True = attend, or an additive
     float bias: ALiBi's), the rotary (cos, sin) [seq, head_dim] where positions rotate, and where the
-    layers run on the real tokens alone, how they sit in the padded batch."""
+    layers run on the real tokens alone, how they sit in the padded batch and each grid's own mask and
+    tables (``grid_attention``)."""
 
     mask: torch.Tensor | None = None
     rotary: tuple[torch.Tensor, torch.Tensor] | None = None
     unpadded: Unpadded | None = None
+    grid_attention: list["LayerAttention"] | None = None
+
+    def on_real_tokens(self, unpadded: Unpadded) -> "LayerAttention":
+        return LayerAttention(self.mask, self.rotary, unpadded,
+                              [grid.attention(self, unpadded.shape[0]) for grid in unpadded.grids])
 
 
 def rotate(x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -145,17 +229,19 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size, bias=config.dense_bias)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def project_qkv(self, x: torch.Tensor, joined: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | torch.Tensor:
         """query, key and value of x. In training one matrix product over the three weights side by
         side: under autocast x is cast to bf16 once instead of three times, and its gradient comes from
         one product instead of three summed. Without gradients three products, which spares copying the
         weights together (a small batch's inference: 45 against 50 ms for BERT-base, 1 x 32 tokens, fp32).
-        The parameters stay HuggingFace's three Linears."""
+        The parameters stay HuggingFace's three Linears. ``joined``: the three side by side, one tensor."""
         if not torch.is_grad_enabled():
-            return self.query(x), self.key(x), self.value(x)
+            qkv = self.query(x), self.key(x), self.value(x)
+            return torch.cat(qkv, dim=-1) if joined else qkv
         weight = torch.cat((self.query.weight, self.key.weight, self.value.weight))
         bias = None if self.query.bias is None else torch.cat((self.query.bias, self.key.bias, self.value.bias))
-        return F.linear(x, weight, bias).split(x.shape[-1], dim=-1)
+        out = F.linear(x, weight, bias)
+        return out if joined else out.split(x.shape[-1], dim=-1)
 
     def forward(self, x: torch.Tensor, attention: LayerAttention,
                 output_attentions: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -163,23 +249,21 @@ class BertSelfAttention(nn.Module):
         key], computed explicitly (softmax(QK^T/sqrt(d) + mask)) instead of by the fused kernel, which
         never materialises them. Without it the computation is exactly the training path. With
         ``attention.unpadded`` x is [tokens, hidden]: the projections run on the real tokens, attention on
-        them padded back into their sequences."""
+        each grid of rows of similar length, padded to the grid's longest."""
         if not isinstance(attention, LayerAttention):  # a bare mask
             attention = LayerAttention(attention)
         unpadded = attention.unpadded
-        batch, seq_len = unpadded.shape if unpadded is not None else x.shape[:2]
-        hidden = x.shape[-1]
+        if unpadded is None:
+            return self.attend(*self.project_qkv(x), attention, output_attentions)
+        qkv = self.project_qkv(x, joined=True)  # [tokens, 3 * hidden]: laid out on each grid at once
+        return torch.cat([grid.real(self.attend(*grid.lay_out(qkv).split(x.shape[-1], dim=-1), grid_attention))
+                          for grid, grid_attention in zip(unpadded.grids, attention.grid_attention)])
 
-        def heads(t: torch.Tensor) -> torch.Tensor:
-            if unpadded is not None:
-                t = unpadded.unpack(t)
-            return t.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2)
-
-        def tokens(out: torch.Tensor) -> torch.Tensor:
-            out = out.transpose(1, 2).reshape(batch, seq_len, hidden)
-            return unpadded.pack(out) if unpadded is not None else out
-
-        q, k, v = (heads(t) for t in self.project_qkv(x))
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attention: LayerAttention,
+               output_attentions: bool = False):
+        """Query, key and value [batch, seq, hidden] -> the attended values [batch, seq, hidden]."""
+        batch, seq_len = q.shape[:2]
+        q, k, v = (t.view(batch, seq_len, self.num_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
         if attention.rotary is not None:
             q, k = rotate(q, attention.rotary), rotate(k, attention.rotary)
         attn_mask = attention.mask
@@ -189,12 +273,12 @@ class BertSelfAttention(nn.Module):
         if output_attentions:
             probs = attention_probabilities(q, k, attn_mask)
             out = torch.matmul(dropout(probs, p, True) if p else probs, v)
-            return tokens(out), probs
-        if p and x.device.type == "cpu":
+        elif p and q.device.type == "cpu":
             out = _attention_with_cpu_dropout(q, k, v, attn_mask, p)
         else:  # SDPA: fused kernels, with their own dropout on GPU
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
-        return tokens(out)
+        out = out.transpose(1, 2).reshape(batch, seq_len, -1)
+        return (out, probs) if output_attentions else out
 
 
 def attention_probabilities(q: torch.Tensor, k: torch.Tensor, attn_mask: torch.Tensor | None) -> torch.Tensor:
@@ -435,6 +519,12 @@ def layer_attention(config: BertConfig, attention_mask: torch.Tensor | None, seq
     return kinds
 
 
+def auto_unpads(attention_mask: torch.Tensor) -> bool:
+    """``model.unpad=auto``'s choice for a batch: its real tokens alone where at least UNPAD_AUTO_PADDING of
+    it is padding (below that the gathering costs more than the padding it saves)."""
+    return bool(attention_mask.float().mean() <= 1 - UNPAD_AUTO_PADDING)
+
+
 class BertModel(BertPreTrainedModel):
     def unpads(self, attention_mask: torch.Tensor | None, output_attentions: bool = False) -> bool:
         """Whether this batch runs on its real tokens alone (``model.unpad``): never without padding to
@@ -448,9 +538,7 @@ class BertModel(BertPreTrainedModel):
                 warnings.warn("model.unpad=true: this pass runs padded (attention probabilities, or XLA's static "
                               "shapes, need the padded batch)", stacklevel=3)
             return False
-        if unpad == "auto":
-            return bool(attention_mask.float().mean() <= 1 - UNPAD_AUTO_PADDING)
-        return True
+        return unpad is True or auto_unpads(attention_mask)
 
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         """``add_pooling_layer``: BERT's pooler, where the model's sentence heads read one
@@ -479,7 +567,7 @@ class BertModel(BertPreTrainedModel):
         unpadded = Unpadded.of(attention_mask) if self.unpads(attention_mask, output_attentions) else None
         if unpadded is not None:
             x = unpadded.pack(x)
-            mask = {kind: dataclasses.replace(m, unpadded=unpadded) for kind, m in mask.items()}
+            mask = {kind: m.on_real_tokens(unpadded) for kind, m in mask.items()}
         attentions = None
         if output_attentions:
             sequence_output, hidden, attentions = self.encoder(x, mask, output_hidden_states, True)

@@ -9,6 +9,7 @@ from functools import partial
 import pytest
 import torch
 
+from bert_exp.model import modeling
 from bert_exp.model import (BertConfig, BertForMaskedLM, BertForPreTraining, BertForQuestionAnswering,
                             BertForSequenceClassification, BertForTokenClassification, BertModel,
                             ElectraForPreTraining)
@@ -68,12 +69,25 @@ def pair(model_cls, cfg: BertConfig):
 CASES = [(head, shape) for shape in SHAPES for head in HEADS if (head, shape) != ("pretraining", "modernbert")]
 
 
+# how the rows (lengths 11, 4, 11, 2) share attention's grids, by the cost of a grid: all four on one grid
+# padded to 11; the two of 11 on a grid they fill and the others on one padded to 4; each length its own
+GRIDS = {modeling.ATTENTION_GRID_COST: [[11, 11, 4, 2]], 50: [[11, 11], [4, 2]], 0: [[11, 11], [4], [2]]}
+
+
+def grid_lengths(mask) -> list[list[int]]:
+    lengths = mask.sum(1)
+    return [lengths[grid.rows].tolist() for grid in modeling.Unpadded.of(mask).grids]
+
+
+@pytest.mark.parametrize("grid_cost", GRIDS)
 @pytest.mark.parametrize("head, shape", CASES)
-def test_outputs_and_gradients_equal_the_padded_path(head, shape):
+def test_outputs_and_gradients_equal_the_padded_path(head, shape, grid_cost, monkeypatch):
+    monkeypatch.setattr(modeling, "ATTENTION_GRID_COST", grid_cost)
     model_cls, call = HEADS[head]
     call = call or (lambda m, ids, types, mask: m(ids, types, mask))
     padded, unpadded = pair(model_cls, config(shape))
-    ids, types, mask = batch()
+    ids, types, mask = batch(lengths=(11, 4, 11, 2))
+    assert grid_lengths(mask) == GRIDS[grid_cost]
     results = []
     for model in (padded, unpadded):
         model.train()  # no dropout configured: the training pass, deterministic
@@ -138,3 +152,29 @@ def test_unpad_is_how_not_what_and_a_bad_value_is_one_line():
     assert "unpad" not in config(unpad=True).hf_dict() and config(unpad=True).non_bert_options() == {}
     with pytest.raises(ValueError, match=r"^model.unpad='sometimes': expected true, false or auto$"):
         config(unpad="sometimes")
+
+
+def test_rows_padded_on_the_left_share_one_grid_and_equal_the_padded_path():
+    padded, unpadded = pair(BertModel, config())
+    ids, types, mask = batch()
+    mask, ids, types = mask.flip(1), ids.flip(1), types.flip(1)  # the padding first
+    assert grid_lengths(mask) == [[11, 4, 7, 2]]
+    with torch.no_grad():
+        torch.testing.assert_close(unpadded(ids, types, mask)[0][mask.bool()], padded(ids, types, mask)[0][mask.bool()],
+                                   atol=1e-5, rtol=1e-5)
+
+
+def test_length_groups_are_the_cheapest_cut():
+    """Against every way of cutting the sorted lengths into runs: the least rows x longest^2 + cost each."""
+    import itertools
+
+    def cost(lengths, starts, per_grid):
+        ends = starts[1:] + [len(lengths)]
+        return sum((e - s) * lengths[s] ** 2 + per_grid for s, e in zip(starts, ends))
+
+    torch.manual_seed(0)
+    for per_grid in (0, 30, 500, 4096):
+        lengths = sorted(torch.randint(1, 60, (9,)).tolist(), reverse=True)
+        cuts = [[0, *c] for r in range(len(lengths)) for c in itertools.combinations(range(1, len(lengths)), r)]
+        best = min(cost(lengths, c, per_grid) for c in cuts)
+        assert cost(lengths, modeling.length_groups(lengths, per_grid), per_grid) == best

@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-from .hardware import count_flops, matmul_peak, run_isolated, synchronize
+from .hardware import count_flops, matmul_peak, run_isolated, time_steps
 from .models import make_steps
 from .products import products_alone_seconds, record_products, time_products
+from .rows import ROW_SETS, run_rows_bench
 from .steps import TASKS
 from ...runner.cpu_allocator import CHOICES as CPU_ALLOCATOR_CHOICES, configure_cpu_allocator
 
@@ -53,6 +53,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-doc-boundary", default="file", choices=("file", "blank_line"),
                    help="where a document ends in the --data files (data.instances.doc_boundary): a file each, "
                         "or a blank line (one review or article a paragraph block, as IMDB's and Wikipedia's parts)")
+    p.add_argument("--rows", metavar="NAMES",
+                   help="train on real data sets' rows in a run's random batches instead of full 128-token ones: "
+                        f"comma-separated, of {', '.join(ROW_SETS)} or any experiment preset; ours unpadded and "
+                        "padded against transformers padded and length-grouped (sizes as conf/model names, "
+                        "e.g. minilm_l6,base)")
+    p.add_argument("--row-batches", type=int, default=8, help="batches drawn from each row set for --rows")
     p.add_argument("--skip-models", action="store_true", help="only the data-preparation benchmark")
     p.add_argument("--output", help="also write the Markdown report here")
     return p.parse_args(argv)
@@ -60,15 +66,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def time_steps(step, steps: int, device: torch.device) -> float:
-    synchronize(device)
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    synchronize(device)
-    return (time.perf_counter() - start) / steps
 
 
 def bench_pair(spec: dict, args, peaks: dict) -> dict:
@@ -191,11 +188,13 @@ def main(argv=None) -> int:
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           "cpu" if args.device == "auto" else args.device)
     sections = [machine_line(device, args.cpu_allocator if applied else "system")]
-    if not args.skip_models:
-        precisions = args.precisions.split(",")
-        unknown = [p for p in precisions if p not in PRECISION_DTYPE]
-        if unknown:
-            raise SystemExit(f"error: --precisions {','.join(unknown)}: expected some of {', '.join(PRECISION_DTYPE)}")
+    precisions = args.precisions.split(",")
+    unknown = [p for p in precisions if p not in PRECISION_DTYPE]
+    if unknown:
+        raise SystemExit(f"error: --precisions {','.join(unknown)}: expected some of {', '.join(PRECISION_DTYPE)}")
+    if args.rows and not args.skip_models:
+        sections.append(run_rows_bench(args, device, log))
+    elif not args.skip_models:
         log("measuring the matmul peak ...")
         peaks = {p: matmul_peak(device, PRECISION_DTYPE[p]) for p in precisions}
         results = []

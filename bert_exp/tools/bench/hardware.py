@@ -81,3 +81,13 @@ def run_isolated(module: str, spec: dict) -> dict:
     if done.returncode:
         raise RuntimeError(f"{module} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def time_steps(step, steps: int, device: torch.device) -> float:
+    """Seconds a call of ``step``, over ``steps`` calls."""
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    synchronize(device)
+    return (time.perf_counter() - start) / steps

@@ -19,7 +19,12 @@ from ...runner.cpu_allocator import configure_cpu_allocator
 def measure(spec: dict) -> dict:
     device = torch.device(spec["device"])
     configure_cpu_allocator(spec.get("cpu_allocator", "keep_freed"))
-    step = make_steps(spec, impls=(spec["impl"],))[spec["impl"]]
+    if "batches_file" in spec:  # --rows: a pass over a real data set's batches
+        from .rows import make_row_steps
+
+        step = make_row_steps(spec, sides=(spec["impl"],))[spec["impl"]]
+    else:
+        step = make_steps(spec, impls=(spec["impl"],))[spec["impl"]]
     if spec.get("compile") and spec["impl"] == "ours":
         step.model.compile()
         step()  # compiling is not part of the step's memory

@@ -15,6 +15,8 @@ from .steps import (
     loss_reference,
     make_step,
     random_batch,
+    reference_inputs,
+    to_device,
 )
 
 
@@ -39,6 +41,8 @@ def make_steps(spec: dict, impls=("ours", "transformers")) -> dict:
     if "transformers" in impls:
         models["transformers"] = (build_reference(spec["task"], config, ours), loss_reference)
     predictions = spec.get("max_predictions", max(1, round(spec["seq"] * 0.15)))
-    batch = random_batch(config, spec["batch"], spec["seq"], predictions).to(device)
+    batch = to_device(random_batch(config, spec["batch"], spec["seq"], predictions), device)
+    batches = {"ours": batch, "transformers": reference_inputs(spec["task"], batch)}
     fused = spec.get("fused", True)
-    return {impl: make_step(spec["task"], *models[impl], batch, spec["precision"], device, fused) for impl in impls}
+    return {impl: make_step(spec["task"], *models[impl], batches[impl], spec["precision"], device, fused)
+            for impl in impls}
