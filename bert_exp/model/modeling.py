@@ -75,7 +75,8 @@ class BertEmbeddings(nn.Module):
 
 # model.unpad's attention: rows of similar length share a grid padded to their longest; a grid costs about
 # what attending one row of this many tokens squared costs (kernel launches, their own copies), so rows
-# are split into grids where that saves more (measured on CPU: docs/speed.md)
+# are split into grids where that saves more (on a 2-core Xeon, MiniLM fp32, costs of 1024, 4096 and 16384
+# were within 4 % of each other on STS-B, MRPC and SQuAD rows; 0 and one grid were 10-30 % slower)
 ATTENTION_GRID_COST = 64 * 64
 
 
@@ -521,7 +522,7 @@ def layer_attention(config: BertConfig, attention_mask: torch.Tensor | None, seq
 
 def auto_unpads(attention_mask: torch.Tensor) -> bool:
     """``model.unpad=auto``'s choice for a batch: its real tokens alone where at least UNPAD_AUTO_PADDING of
-    it is padding (below that the gathering costs more than the padding it saves)."""
+    it is padding (pre-training's 2 % measured 0.96x the padded path on a 2-core Xeon, MiniLM fp32)."""
     return bool(attention_mask.float().mean() <= 1 - UNPAD_AUTO_PADDING)
 
 
