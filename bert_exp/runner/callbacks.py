@@ -593,3 +593,48 @@ class MaskFill(L.Callback):
         shown = tokenizer.decode(masked[lo:position]) + " [MASK] " + tokenizer.decode(masked[position + 1 : hi])
         return {"text": ("... " if lo > 1 else "") + shown.strip() + (" ..." if hi < end_a else ""),
                 "predicted": predicted, "truth": tokens[position]}
+
+
+class UnpaddedBatches(L.Callback):
+    """Under ``model.unpad``, counts the training batches the encoder runs on their real tokens alone and
+    those it runs padded (its own choice, ``BertModel.unpads``, asked of each batch): kept in run.json
+    (``unpad``), in the closing lines, and in checkpoints, so a resumed run counts on."""
+
+    def __init__(self, setting):
+        self.setting = setting
+        self.unpadded = self.batches = 0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        from ..model.modeling import BertModel
+
+        encoder = next((m for m in pl_module.modules() if isinstance(m, BertModel)), None)
+        mask = batch.get("attention_mask") if isinstance(batch, dict) else None
+        if encoder is not None:
+            self.batches += 1
+            self.unpadded += encoder.unpads(mask)
+
+    def report(self) -> dict:
+        return {"setting": self.setting, "training_batches": self.batches, "unpadded": self.unpadded}
+
+    @staticmethod
+    def closing_line_of(report: dict) -> str:
+        return (f"model.unpad={str(report['setting']).lower()}: {report['unpadded']:,} of "
+                f"{report['training_batches']:,} training batches ran on their real tokens alone, the rest padded")
+
+    def state_dict(self) -> dict:
+        return {"unpadded": self.unpadded, "batches": self.batches}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.unpadded, self.batches = state_dict["unpadded"], state_dict["batches"]
+
+
+def unpad_note(setting) -> str | None:
+    """The first lines' word on ``model.unpad``: which path the batches take."""
+    if setting is True:
+        return "model.unpad=true: the encoder runs on each batch's real tokens alone (attention on grids of rows)"
+    if setting == "auto":
+        from ..model.config import UNPAD_AUTO_PADDING
+
+        return (f"model.unpad=auto: a batch with at least {UNPAD_AUTO_PADDING:.0%} padding runs on its real tokens "
+                "alone, the rest padded (run.json counts each)")
+    return None

@@ -27,6 +27,7 @@ from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .callbacks import (CompileModel, Diverged, DivergenceCheck, EarlyStop, GracefulStop, LastCheckpoint, MaskFill,
+                        UnpaddedBatches, unpad_note,
                         TokenThroughput)
 from .checkpoint_io import AtomicCheckpointIO
 from .budget import Budget, BudgetClock, parse_budget
@@ -213,7 +214,7 @@ def open_job(cfg: DictConfig, placement) -> JobDirectory:
         with open_dict(cfg):
             cfg.logger.wandb.id = job.wandb_id
     if first_process:
-        show_config(cfg, notes=[placement.precision_note])
+        show_config(cfg, notes=[placement.precision_note, unpad_note(cfg.model.get("unpad"))])
         prepare_ddp_children(run_dir, job.ckpt_path, placement.world_size)
     return job
 
@@ -268,6 +269,8 @@ def build_trainer(cfg: DictConfig, placement, budget: Budget | None = None):
     patience = nonfinite_patience(cfg.trainer.get("detect_nonfinite", 3))
     if patience:
         callbacks.append(DivergenceCheck(patience))
+    if cfg.model.get("unpad"):
+        callbacks.append(UnpaddedBatches(cfg.model.unpad))
     loggers = [instantiate(c) for c in cfg.logger.values() if c]
     extra = {"accumulate_grad_batches": placement.accumulate_grad_batches}
     trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
@@ -404,6 +407,8 @@ class RunRecord:
               + (f", {monitor} = {value:.4g}" if isinstance(value, float) else ""))
         for line in module.closing_lines(self.info.get("metrics") or {}):  # the task's own (SQuAD 2.0's breakdown)
             print(line)
+        if ending.get("unpad"):
+            print(UnpaddedBatches.closing_line_of(ending["unpad"]))
         print(f"run directory: {self.run_dir}")
         saved = ending.get("last_checkpoint")
         if ending.get("stopped_early"):
@@ -484,6 +489,9 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
         compiled = _callback(trainer, CompileModel)
         if compiled is not None and compiled.report():
             ending["compile"] = compiled.report()
+        unpadded = _callback(trainer, UnpaddedBatches)
+        if unpadded is not None:
+            ending["unpad"] = unpadded.report()
         record.finish(status, trainer, module, throughput, metrics, loggers, **ending)
     if status == "interrupted":
         sys.exit(128 + (stop.signal or signal.SIGINT))

@@ -27,14 +27,20 @@ def fine_tune(env, tiny, run_dir, *extra):
     assert result.returncode == 0, result.stderr[-3000:]
     with open(run_dir / "logs" / "metrics.csv") as f:
         losses = [float(r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")]
-    return json.loads((run_dir / "run.json").read_text()), losses
+    return json.loads((run_dir / "run.json").read_text()), losses, result.stdout
 
 
 def test_unpadded_fine_tuning_gives_the_padded_run_s_metrics(env, tmp_path):
     tiny = tiny_hf_directory(tmp_path / "bert")
-    padded, padded_losses = fine_tune(env, tiny, tmp_path / "padded", "trainer.log_every_n_steps=1")
-    unpadded, losses = fine_tune(env, tiny, tmp_path / "unpadded", "+model.unpad=true", "trainer.log_every_n_steps=1")
+    padded, padded_losses, padded_out = fine_tune(env, tiny, tmp_path / "padded", "trainer.log_every_n_steps=1")
+    unpadded, losses, out = fine_tune(env, tiny, tmp_path / "unpadded", "+model.unpad=true",
+                                      "trainer.log_every_n_steps=1")
     assert unpadded["config"]["model"]["unpad"] is True and "unpad" not in padded["config"]["model"]
+    # which path ran: the first lines say, run.json and the closing lines count the batches
+    assert "model.unpad=true: the encoder runs on each batch's real tokens alone" in out
+    assert unpadded["unpad"] == {"setting": True, "training_batches": 4, "unpadded": 4}
+    assert "model.unpad=true: 4 of 4 training batches ran on their real tokens alone" in out
+    assert "unpad" not in padded and "model.unpad" not in padded_out
     assert len(losses) == len(padded_losses) == 4 and losses == pytest.approx(padded_losses, abs=1e-5)
     validation = [key for key in padded["metrics"] if key.startswith("val/")]
     assert "val/acc" in validation
@@ -50,4 +56,5 @@ def test_unpadded_pre_training_runs(env, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "finished" and info["config"]["model"]["unpad"] is True
+    assert info["unpad"] == {"setting": True, "training_batches": 3, "unpadded": 3}
     assert info["metrics"]["val/mlm_loss"] > 0
