@@ -110,6 +110,10 @@ class BertConfig:
     # (attention padded back per sequence), "auto" where a batch is at least UNPAD_AUTO_PADDING padding;
     # the same outputs at every real position either way (docs/speed.md#real-tokens-only)
     unpad: bool | str = option(False, runtime=True, ours=True)
+    # how, not what: true keeps only each layer's input in training and computes the layer again in
+    # backward: less memory for a second forward pass, the same gradients (dropout's masks are drawn
+    # again from the same random state)
+    gradient_checkpointing: bool = option(False, runtime=True, ours=True)
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:

@@ -11,6 +11,7 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import nn
 
 from .config import UNPAD_AUTO_PADDING, BertConfig
@@ -389,6 +390,7 @@ class BertEncoder(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.num_hidden_layers = config.num_hidden_layers
+        self.gradient_checkpointing = config.gradient_checkpointing
         self.is_global = [config.layer_is_global(i) for i in range(config.num_hidden_layers)]
         if config.embedding_size is not None:
             self.embedding_hidden_mapping_in = nn.Linear(config.embedding_size, config.hidden_size)
@@ -415,10 +417,13 @@ class BertEncoder(nn.Module):
         if hasattr(self, "embedding_hidden_mapping_in"):
             x = self.embedding_hidden_mapping_in(x)
         hidden, attentions = [x], []
+        recompute = self.gradient_checkpointing and self.training and torch.is_grad_enabled()
         for layer, is_global in zip(self.layers(), self.is_global):
             if output_attentions:
                 x, probs = layer(x, attention[is_global], output_attentions=True)
                 attentions.append(probs)
+            elif recompute:  # torch restores the random state, so the recomputed dropout masks are the same
+                x = torch.utils.checkpoint.checkpoint(layer, x, attention[is_global], use_reentrant=False)
             else:
                 x = layer(x, attention[is_global])
             if output_hidden_states:

@@ -12,6 +12,7 @@ Two shapes of the schedule after warm-up (``decay``):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -96,6 +97,71 @@ def linear_warmup_decay(
 
         return torch.optim.lr_scheduler.LambdaLR(optimizer, budget_factor)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, google if decay == "google" else factor)
+
+
+# the decay's shape over its share of training, x from 0 to 1: 1 - x, ModernBERT's 1 - sqrt(x) (Hägele et
+# al. 2024, "Scaling Laws and Compute-Optimal Training Beyond Fixed Training Durations"), or a half cosine
+DECAY_SHAPES = {"linear": lambda x: 1.0 - x, "1-sqrt": lambda x: 1.0 - math.sqrt(x),
+                "cosine": lambda x: 0.5 * (1.0 + math.cos(math.pi * x))}
+
+
+def warmup_stable_decay(
+    optimizer: torch.optim.Optimizer,
+    total_steps: int,
+    warmup_steps: int | None = None,
+    warmup_ratio: float | None = None,
+    decay_ratio: float = 0.1,
+    decay_shape: str = "1-sqrt",
+    final_lr_ratio: float = 0.0,
+    progress: Callable[[], float] | None = None,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Warm-up, stable, decay ("trapezoidal"; ModernBERT's schedule): ``lr * (step + 1) / W`` for the
+    first W steps (``warmup_steps``, or ``warmup_ratio`` of all), then ``lr`` until the last
+    ``decay_ratio`` of the steps, over which it falls along ``decay_shape`` to ``final_lr_ratio * lr``.
+
+    With ``progress`` (a training budget's clock, 0..1), the same shape over the budget, warm-up and
+    decay as its fractions."""
+    if warmup_steps is not None and warmup_ratio is not None:
+        raise ValueError("give optim.scheduler.warmup_steps or optim.scheduler.warmup_ratio, not both")
+    if decay_shape not in DECAY_SHAPES:
+        raise ValueError(f"optim.scheduler.decay_shape={decay_shape!r}: expected one of {', '.join(DECAY_SHAPES)}")
+    if not 0 <= decay_ratio <= 1 or not 0 <= final_lr_ratio <= 1:
+        raise ValueError(f"optim.scheduler: decay_ratio={decay_ratio} and final_lr_ratio={final_lr_ratio} are "
+                         "fractions, between 0 and 1")
+    shape = DECAY_SHAPES[decay_shape]
+
+    def decayed(x: float) -> float:  # x: how far into the decay, 0..1
+        return final_lr_ratio + (1.0 - final_lr_ratio) * shape(min(max(x, 0.0), 1.0))
+
+    if progress is not None:
+        if warmup_steps is not None:
+            raise ValueError("a budget lays the schedule over time or tokens, not steps: give "
+                             "optim.scheduler.warmup_ratio and set optim.scheduler.warmup_steps=null")
+        w, start = warmup_ratio or 0.0, 1.0 - decay_ratio
+        if w > start:
+            raise ValueError(f"optim.scheduler: warmup_ratio={w} runs into the decay (decay_ratio={decay_ratio})")
+
+        def budget_factor(_step: int) -> float:
+            p = progress()
+            if p < w:
+                return p / w
+            return 1.0 if p < start else decayed((p - start) / decay_ratio)
+
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, budget_factor)
+    total_steps = max(total_steps, 1)
+    warmup = warmup_steps if warmup_steps is not None else round((warmup_ratio or 0.0) * total_steps)
+    decay_steps = round(decay_ratio * total_steps)
+    start = total_steps - decay_steps
+    if warmup > start:
+        raise ValueError(f"optim.scheduler: {warmup} warm-up steps run into the decay's last {decay_steps} "
+                         f"of {total_steps}")
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 1.0 if step < start else decayed((step - start) / max(decay_steps, 1))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]

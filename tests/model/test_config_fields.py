@@ -49,10 +49,10 @@ def test_each_field_is_compared_unless_runtime_or_kept_from_the_checkpoint(field
         check_compatible(configured, checkpoint(theirs))
 
 
-def test_the_runtime_fields_are_dropout_initialisation_the_padding_row_and_unpadding():
+def test_the_runtime_fields_are_dropout_initialisation_the_padding_row_unpadding_and_checkpointing():
     runtime = {f.name for f in dataclasses.fields(BertConfig) if f.metadata.get("runtime")}
     assert runtime == {"hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range", "initializer",
-                       "pad_token_id", "unpad"}
+                       "pad_token_id", "unpad", "gradient_checkpointing"}
 
 
 def test_a_pre_ln_checkpoint_is_refused_by_a_post_ln_model_naming_the_field():
