@@ -113,11 +113,14 @@ def warmup_stable_decay(
     decay_ratio: float = 0.1,
     decay_shape: str = "1-sqrt",
     final_lr_ratio: float = 0.0,
+    initial_lr_ratio: float = 0.0,
     progress: Callable[[], float] | None = None,
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """Warm-up, stable, decay ("trapezoidal"; ModernBERT's schedule): ``lr * (step + 1) / W`` for the
-    first W steps (``warmup_steps``, or ``warmup_ratio`` of all), then ``lr`` until the last
-    ``decay_ratio`` of the steps, over which it falls along ``decay_shape`` to ``final_lr_ratio * lr``.
+    """Warm-up, stable, decay ("trapezoidal"; ModernBERT's schedule): a linear warm-up over the first W
+    steps (``warmup_steps``, or ``warmup_ratio`` of all) from ``initial_lr_ratio * lr`` (at 0:
+    ``lr * (step + 1) / W``), then ``lr`` until the last ``decay_ratio`` of the steps, over which it falls
+    along ``decay_shape`` to ``final_lr_ratio * lr``. Without a stable part it is a triangle: cramming's
+    ``budget-triangle2`` is warm-up 0.75 from 0.25, linear decay 0.25.
 
     With ``progress`` (a training budget's clock, 0..1), the same shape over the budget, warm-up and
     decay as its fractions."""
@@ -125,10 +128,13 @@ def warmup_stable_decay(
         raise ValueError("give optim.scheduler.warmup_steps or optim.scheduler.warmup_ratio, not both")
     if decay_shape not in DECAY_SHAPES:
         raise ValueError(f"optim.scheduler.decay_shape={decay_shape!r}: expected one of {', '.join(DECAY_SHAPES)}")
-    if not 0 <= decay_ratio <= 1 or not 0 <= final_lr_ratio <= 1:
-        raise ValueError(f"optim.scheduler: decay_ratio={decay_ratio} and final_lr_ratio={final_lr_ratio} are "
-                         "fractions, between 0 and 1")
+    if not all(0 <= r <= 1 for r in (decay_ratio, final_lr_ratio, initial_lr_ratio)):
+        raise ValueError(f"optim.scheduler: decay_ratio={decay_ratio}, final_lr_ratio={final_lr_ratio} and "
+                         f"initial_lr_ratio={initial_lr_ratio} are fractions, between 0 and 1")
     shape = DECAY_SHAPES[decay_shape]
+
+    def warming(x: float) -> float:  # x: how far into the warm-up, 0..1
+        return initial_lr_ratio + (1.0 - initial_lr_ratio) * x
 
     def decayed(x: float) -> float:  # x: how far into the decay, 0..1
         return final_lr_ratio + (1.0 - final_lr_ratio) * shape(min(max(x, 0.0), 1.0))
@@ -144,7 +150,7 @@ def warmup_stable_decay(
         def budget_factor(_step: int) -> float:
             p = progress()
             if p < w:
-                return p / w
+                return warming(p / w)
             return 1.0 if p < start else decayed((p - start) / decay_ratio)
 
         return torch.optim.lr_scheduler.LambdaLR(optimizer, budget_factor)
@@ -152,13 +158,16 @@ def warmup_stable_decay(
     warmup = warmup_steps if warmup_steps is not None else round((warmup_ratio or 0.0) * total_steps)
     decay_steps = round(decay_ratio * total_steps)
     start = total_steps - decay_steps
-    if warmup > start:
-        raise ValueError(f"optim.scheduler: {warmup} warm-up steps run into the decay's last {decay_steps} "
-                         f"of {total_steps}")
+    if warmup_ratio is not None and warmup_ratio + decay_ratio > 1:
+        raise ValueError(f"optim.scheduler: warmup_ratio={warmup_ratio} runs into the decay (decay_ratio={decay_ratio})")
+    # the decay starts after the warm-up: two ratios that add up to 1 may round into each other, and a
+    # short run (a few max_steps) may not reach the end of a preset's warm-up steps, as with BERT's schedule
+    start = max(start, warmup)
+    decay_steps = max(total_steps - start, 0)
 
     def factor(step: int) -> float:
         if step < warmup:
-            return (step + 1) / warmup
+            return warming((step + 1) / warmup)
         return 1.0 if step < start else decayed((step - start) / max(decay_steps, 1))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
