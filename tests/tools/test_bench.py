@@ -80,3 +80,14 @@ def test_data_preparation_benchmark(data_dir, tmp_path):
     assert by_impl["ours-1"]["tokens"] == by_impl["ours-2"]["tokens"]
     for r in results:
         assert r["tokens"] > 50_000 and r["seconds"] > 0 and r["peak_rss"] > 0
+
+
+def test_gradient_checkpointing_runs_on_both_sides():
+    from bert_exp.tools.bench.models import make_steps
+
+    steps = make_steps({"task": "classification", "size": "tiny", "precision": "32-true", "batch": 2, "seq": 16,
+                        "device": "cpu", "gradient_checkpointing": True})
+    assert steps["ours"].model.bert.encoder.gradient_checkpointing
+    assert steps["transformers"].model.is_activation_checkpointing
+    for step in steps.values():
+        step()

@@ -42,6 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="torch.compile our model (callbacks=compile in a run); transformers' stays eager")
     p.add_argument("--cpu-allocator", choices=CPU_ALLOCATOR_CHOICES, default="keep_freed",
                    help="as a run's cpu_allocator (default keep_freed, the runs' default); both sides share it")
+    p.add_argument("--gradient-checkpointing", action="store_true",
+                   help="both sides recompute each layer in backward (ours: model.gradient_checkpointing; "
+                        "transformers: gradient_checkpointing_enable)")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs (a process each)")
     p.add_argument("--products", action="store_true",
                    help="also time each step's matrix products alone: the step split into products and the rest")
@@ -118,7 +121,8 @@ def model_table(results: list[dict], peaks: dict) -> str:
     for r in results:
         o, t = r["ours"], r["transformers"]
         lines.append(
-            f"| {r['task']} | {r['size']} | {r['precision']}{' compiled' if r['compiled'] else ''} | {o['tokens_per_s']:,.0f} | {t['tokens_per_s']:,.0f} "
+            f"| {r['task']} | {r['size']} | {r['precision']}{' compiled' if r['compiled'] else ''}"
+            f"{' checkpointed' if r.get('gradient_checkpointing') else ''} | {o['tokens_per_s']:,.0f} | {t['tokens_per_s']:,.0f} "
             f"| **{r['ratio']:.2f}x** ({min(r['ratios']):.2f}-{max(r['ratios']):.2f}) "
             f"| {_gib(o.get('peak_bytes'))} | {_gib(t.get('peak_bytes'))} "
             f"| {o['flop_per_s'] / 1e12:.3f} ({o['peak_fraction']:.0%}) "
@@ -204,7 +208,8 @@ def main(argv=None) -> int:
             for size in args.sizes.split(","):
                 for precision in precisions:
                     spec = {"task": task, "size": size, "precision": precision, "batch": args.batch,
-                            "seq": args.seq, "device": str(device)}
+                            "seq": args.seq, "device": str(device),
+                            "gradient_checkpointing": args.gradient_checkpointing}
                     log(f"{task} {size} {precision} (batch {args.batch} x {args.seq})")
                     results.append(bench_pair(spec, args, peaks))
         sections.append(model_table(results, peaks))

@@ -3,6 +3,8 @@ sequence length, precision, device."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import yaml
 
@@ -36,10 +38,14 @@ def make_steps(spec: dict, impls=("ours", "transformers")) -> dict:
     config = model_config(spec["size"])
     device = torch.device(spec["device"])
     torch.manual_seed(spec.get("seed", 0))
-    ours = build_ours(spec["task"], config)
+    checkpointing = spec.get("gradient_checkpointing", False)  # each layer recomputed in backward, both sides
+    ours = build_ours(spec["task"], dataclasses.replace(config, gradient_checkpointing=checkpointing))
     models = {"ours": (ours, loss_ours)}
     if "transformers" in impls:
-        models["transformers"] = (build_reference(spec["task"], config, ours), loss_reference)
+        reference = build_reference(spec["task"], config, ours)
+        if checkpointing:
+            reference.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        models["transformers"] = (reference, loss_reference)
     predictions = spec.get("max_predictions", max(1, round(spec["seq"] * 0.15)))
     batch = to_device(random_batch(config, spec["batch"], spec["seq"], predictions), device)
     batches = {"ours": batch, "transformers": reference_inputs(spec["task"], batch)}
