@@ -70,3 +70,33 @@ def test_an_override_a_suite_task_lacks_stops_the_pipeline_before_any_stage(tmp_
     with initialize_config_dir(version_base="1.3", config_dir=str(resource_dir("conf"))):
         with pytest.raises(ConfigError, match="pipeline.evaluate: the suite's squad jobs: .*pooling"):
             check_stages(cfg, tmp_path, [])
+
+
+def test_the_comparison_after_bert_pre_trains_bert_each_recipe_and_each_change_on_one_budget(tmp_path):
+    from hydra import initialize_config_dir
+
+    from bert_exp.resources import resource_dir
+    from bert_exp.runner.pipeline import check_stages
+
+    cfg = compose_config(["+experiment=pipeline_after_bert", "comparison_budget=1M"], tmp_path)
+    with initialize_config_dir(version_base="1.3", config_dir=str(resource_dir("conf"))):
+        stages = check_stages(cfg, tmp_path, ["comparison_budget=1M"])  # every stage composes and validates
+    recipes = {"crammed": "pretrain_crammed_tiny", "mosaicbert": "pretrain_mosaicbert_tiny",
+               "modernbert": "pretrain_modernbert_tiny"}
+    changes = {"glu": "+model.feed_forward=glu", "no_bias": "+model.dense_bias=false",
+               "rotary": "+model.position_embedding_type=rotary", "alibi": "+model.position_embedding_type=alibi",
+               "pre_ln": "+model.layer_norm_position=pre", "local_attention": "+model.local_attention=32",
+               "mask_30": "data.masking.masked_lm_prob=0.3", "lamb": "optim=lamb"}
+    assert list(stages) == ["bert", *recipes, *changes, "evaluate"]
+    for name, command in stages.items():
+        if name == "evaluate":
+            continue
+        assert "trainer.budget=1M" in command and "trainer.max_steps=-1" in command, name
+        assert f"+experiment={recipes.get(name, 'pretrain_tiny')}" in command, name
+        if name in changes:  # BERT's stage and one change (a stage is also named after itself)
+            added = {o for o in set(command) - set(stages["bert"]) if not o.startswith("experiment_name=")}
+            assert changes[name] in added and len(added) <= 2 and set(stages["bert"]) - set(command) <= {
+                "experiment_name=pipeline_after_bert_bert"}, (name, added)
+    evaluate = stages["evaluate"]
+    assert f"scratch=scratch:{tmp_path / 'bert'}" in evaluate
+    assert evaluate[evaluate.index("--seeds") + 1] == "3" and evaluate[evaluate.index("--tasks") + 1:][:2] == ["sst2", "cola"]
