@@ -67,17 +67,32 @@ def _model_source(source: str | Path) -> Path:
     return path
 
 
-def run_null_threshold(source: str | Path) -> float | None:
-    """The null-score threshold of a SQuAD 2.0 run, for a run directory or a .ckpt inside one (None
-    otherwise): the one its last validation tuned on held-out questions (run.json metrics
-    ``val/null_threshold``), else its configured data.null_score_diff_threshold."""
+def run_record(source: str | Path) -> dict:
+    """run.json of a run directory, or of the run a .ckpt inside one belongs to ({} for anything else)."""
     path = Path(source).expanduser()
     run_dir = path.parent.parent if path.suffix == ".ckpt" else path
     try:
         info = json.loads((run_dir / "run.json").read_text())
-        data = info["config"]["data"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        return info if isinstance(info.get("config", {}).get("data"), dict) else {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def run_windows(source: str | Path) -> tuple[int | None, int | None]:
+    """A question-answering run's windows (data.max_seq_length, data.doc_stride), for predicting over the
+    windows it was trained and evaluated on; (None, None) when there is no such run."""
+    data = run_record(source).get("config", {}).get("data", {})
+    if "doc_stride" not in data:
+        return None, None
+    return data.get("max_seq_length"), data.get("doc_stride")
+
+
+def run_null_threshold(source: str | Path) -> float | None:
+    """The null-score threshold of a SQuAD 2.0 run, for a run directory or a .ckpt inside one (None
+    otherwise): the one its last validation tuned on held-out questions (run.json metrics
+    ``val/null_threshold``), else its configured data.null_score_diff_threshold."""
+    info = run_record(source)
+    data = info.get("config", {}).get("data", {})
     if not data.get("version_2"):
         return None
     tuned = (info.get("metrics") or {}).get("val/null_threshold")
@@ -164,7 +179,7 @@ class Predictor:
     ``truncation=False`` makes a text longer than the model takes an error instead of a warning."""
 
     def __init__(self, source: str | Path, device: str | None = None, precision: str = "auto",
-                 batch_size: int = 32, max_length: int | None = None, top_k: int = 5, doc_stride: int = 128,
+                 batch_size: int = 32, max_length: int | None = None, top_k: int = 5, doc_stride: int | None = None,
                  max_query_length: int = 64, n_best_size: int = 20, max_answer_length: int = 30,
                  truncation: bool = True, warn=None, null_threshold: float | None = None):
         """``null_threshold``: answer "" when the null score beats the best span by more than this (SQuAD
@@ -187,10 +202,13 @@ class Predictor:
         positions = self.ckpt.config.max_position_embeddings
         self.max_length = min(max_length or positions, positions)
         self.batch_size, self.top_k, self.truncation = batch_size, top_k, truncation
-        self.doc_stride, self.max_query_length = doc_stride, max_query_length
+        # question answering over the run's own windows (data.max_seq_length, data.doc_stride), else 384 / 128
+        run_length, run_stride = run_windows(source)
+        self.doc_stride = doc_stride if doc_stride is not None else run_stride or 128
+        self.max_query_length = max_query_length
         self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
         self.null_threshold = null_threshold if null_threshold is not None else run_null_threshold(source)
-        self.qa_length = min(max_length or 384, positions)
+        self.qa_length = min(max_length or run_length or 384, positions)
         self.warn = warn or (lambda message: print(f"warning: {message}", file=sys.stderr))
         self.progress = None  # a callable(n) told how many inputs are done (the CLI's progress bar)
         self.ids = {t: self.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]")}
@@ -602,8 +620,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--context", action="append", help="question answering: the context (one per question)")
     p.add_argument("--top-k", type=int, default=5, help="fill-mask tokens / n-best answers shown (5)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-length", type=int, help="tokens per input (default: the model's positions; QA: 384)")
-    p.add_argument("--doc-stride", type=int, default=128, help="QA: tokens between window starts (128)")
+    p.add_argument("--max-length", type=int, help="tokens per input (default: the model's positions; QA: the "
+                   "run's data.max_seq_length, else 384)")
+    p.add_argument("--doc-stride", type=int, help="QA: tokens between window starts (the run's data.doc_stride, "
+                   "else 128)")
     p.add_argument("--max-query-length", type=int, default=64)
     p.add_argument("--max-answer-length", type=int, default=30)
     p.add_argument("--null-threshold", type=float, help="QA, SQuAD 2.0: answer \"\" when the null score beats the "

@@ -10,8 +10,8 @@
 - Every ``python -m bert_exp.TOOL ...`` names a tool whose ``--help`` works (each tool once, in-process).
 - A block shown to demonstrate an error carries ``<!-- expect-error -->`` on the last non-blank line
   before its opening fence: its commands are not composed, and it must show an ``error:`` line.
-- The README's table of config groups has a row for every group, and names only options in conf/ (and
-  sweeps/); the presets table of docs/configuration.md names only presets in conf/experiment/. The
+- The table of config groups in docs/configuration.md has a row for every group, and names only options
+  in conf/ (and sweeps/); its presets table names only presets in conf/experiment/. The
   complete lists are --help's, read from the tree, so an option or preset added edits no page.
 - No page names a path outside the repository, in prose or in a code block: no absolute path (the
   development machine's ``/tmp/...`` run directories, a data copy beside the checkout) but the placeholder
@@ -400,7 +400,7 @@ def table_rows(path: Path, header_start: str) -> list[list[str]]:
     return rows
 
 
-def test_readme_config_groups_match_conf():
+def test_config_groups_table_matches_conf():
     """Every config group has a row, and each option it names (a name, or a glob such as glue_*) is in conf/.
     The complete lists are --help's, read from the tree itself (tests/runner/test_config.py), so an option
     added to a group edits no page."""
@@ -409,8 +409,9 @@ def test_readme_config_groups_match_conf():
     from bert_exp.resources import resource_dir
 
     conf = resource_dir("conf")
-    rows = {group.split()[0].strip("`"): options for group, options, _ in table_rows(REPO / "README.md", "| group |")}
-    assert set(rows) >= {p.name for p in conf.iterdir() if p.is_dir()} | {"sweeps"}, "README.md: a group lacks its row"
+    page = REPO / "docs" / "configuration.md"
+    rows = {group.split()[0].strip("`"): options for group, options, *_ in table_rows(page, "| group |")}
+    assert set(rows) >= {p.name for p in conf.iterdir() if p.is_dir()} | {"sweeps"}, f"{page.name}: a group lacks its row"
     for name, options in rows.items():
         if name == "experiment":
             continue
@@ -420,7 +421,7 @@ def test_readme_config_groups_match_conf():
             option = option.strip(" `")
             if option.endswith("*") and option[:-1] in present:  # the default, marked
                 option = option[:-1]
-            assert option and fnmatch.filter(present, option), f"README.md: the {name} row names {option!r}, " \
+            assert option and fnmatch.filter(present, option), f"{page.name}: the {name} row names {option!r}, " \
                                                                f"not in {folder.name}/"
 
 

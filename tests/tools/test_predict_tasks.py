@@ -249,6 +249,11 @@ def test_a_squad_v2_run_answers_no_answer_with_its_null_odds(tmp_path, capsys):
         args += ["--question", q, "--context", context]
     assert predict_main([*args, "--null-threshold", "1e9"]) == 0
     assert not any(json.loads(line)["no_answer"] for line in capsys.readouterr().out.splitlines())
+    # the windows the run trained and evaluated on are predict's, unless given
+    (run_dir / "run.json").write_text(json.dumps({"config": {"data": {"max_seq_length": 24, "doc_stride": 8}}}))
+    assert (Predictor(run_dir).qa_length, Predictor(run_dir).doc_stride) == (24, 8)
+    given = Predictor(run_dir, max_length=32, doc_stride=16)
+    assert (given.qa_length, given.doc_stride) == (32, 16)
 
 
 def test_input_files_in_csv_are_read_as_the_data_sets_are(tmp_path):
