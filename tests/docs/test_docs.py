@@ -25,6 +25,7 @@
   must each stand in the section it is in or a section that encloses it: each such section's heading and
   the text it has before its first subheading (so a page that states "2026-11-27, 2-core AMD EPYC" under
   its title covers its subsections, and a section of another date says its own).
+- The README is a five-minute tour: at most ``README_WORDS`` words.
 - Results pages state targets and figures, not the story of the session that made them: the phrases of
   ``NARRATION`` are refused there ("we aimed for", "until this run", "were asked for", "not recorded").
 - No paragraph of more than three lines (a block between blank lines; a code block is one) stands twice
@@ -423,6 +424,15 @@ def test_config_groups_table_matches_conf():
                 option = option[:-1]
             assert option and fnmatch.filter(present, option), f"{page.name}: the {name} row names {option!r}, " \
                                                                f"not in {folder.name}/"
+
+
+README_WORDS = 1_100  # a tour read in five minutes: about 1,000 words, code included
+
+
+def test_the_readme_is_a_five_minute_tour():
+    words = len(re.findall(r"\S+", (REPO / "README.md").read_text(encoding="utf-8")))
+    assert words <= README_WORDS, (f"README.md: {words} words, over {README_WORDS:,}: its detail belongs in a guide, "
+                                   "linked from the tour")
 
 
 def test_presets_table_matches_conf():
