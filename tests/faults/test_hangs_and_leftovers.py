@@ -110,15 +110,16 @@ def test_a_worker_failing_otherwise_ends_the_run_and_its_workers(prepared, tmp_p
 
 
 def shared_preparation(data_dir, tmp_path):
-    """A preparation into the directory ``shared`` that the nodes share (``across_nodes``), of 8 groups."""
+    """A preparation into the directory ``shared`` that the nodes share (``across_nodes``), of 8 groups of
+    about 100 KB: each takes long enough (about half a second) to be caught while a worker writes it."""
     from bert_exp.data import InstanceSettings, PretrainingDataModule, TokenizerSpec
     from bert_exp.data.corpus.preparation import PrepareSettings
 
-    return PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "19[0-4]*.txt")],
+    return PretrainingDataModule(files=[str(data_dir / "corpus" / "inaugural" / "*.txt")],
                                  tokenizer=TokenizerSpec(vocab_size=1000), cache_dir=str(tmp_path / "cache"),
                                  instances=InstanceSettings(max_seq_length=64, doc_boundary="blank_line"),
                                  prepare=PrepareSettings(dir=str(tmp_path / "shared"), across_nodes=True, num_workers=1,
-                                                         group_bytes="40KB", evaluation_sets=[]))
+                                                         group_bytes="100KB", evaluation_sets=[]))
 
 
 PREPARE_SHARED = f"""
