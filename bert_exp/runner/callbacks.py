@@ -603,15 +603,17 @@ class UnpaddedBatches(L.Callback):
     def __init__(self, setting):
         self.setting = setting
         self.unpadded = self.batches = 0
+        self.encoder = None
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+    def on_train_start(self, trainer, pl_module) -> None:
         from ..model.modeling import BertModel
 
-        encoder = next((m for m in pl_module.modules() if isinstance(m, BertModel)), None)
-        mask = batch.get("attention_mask") if isinstance(batch, dict) else None
-        if encoder is not None:
+        self.encoder = next((m for m in pl_module.modules() if isinstance(m, BertModel)), None)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self.encoder is not None:
             self.batches += 1
-            self.unpadded += encoder.unpads(mask)
+            self.unpadded += self.encoder.unpads(batch.get("attention_mask") if isinstance(batch, dict) else None)
 
     def report(self) -> dict:
         return {"setting": self.setting, "training_batches": self.batches, "unpadded": self.unpadded}

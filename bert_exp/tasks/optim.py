@@ -48,6 +48,19 @@ def parameter_groups(model: nn.Module, weight_decay: float, no_decay: Iterable[s
     return [{"params": decay, "weight_decay": weight_decay}, {"params": exempt, "weight_decay": 0.0}]
 
 
+def check_warmup(warmup_steps: int | None, warmup_ratio: float | None, on_budget: bool) -> None:
+    """The warm-up is given once: in steps, or as a share of training (the only way over a budget)."""
+    if warmup_steps is not None and warmup_ratio is not None:
+        raise ValueError("give optim.scheduler.warmup_steps or optim.scheduler.warmup_ratio, not both")
+    if on_budget and warmup_steps is not None:
+        raise ValueError("a budget lays the schedule over time or tokens, not steps: give "
+                         "optim.scheduler.warmup_ratio and set optim.scheduler.warmup_steps=null")
+
+
+def warmup_length(total_steps: int, warmup_steps: int | None, warmup_ratio: float | None) -> int:
+    return warmup_steps if warmup_steps is not None else round((warmup_ratio or 0.0) * total_steps)
+
+
 def linear_warmup_decay(
     optimizer: torch.optim.Optimizer,
     total_steps: int,
@@ -66,11 +79,10 @@ def linear_warmup_decay(
     laid over the budget instead of over ``total_steps``: warm-up is ``warmup_ratio`` of the budget and
     the rate reaches 0 when the budget is spent, however many steps that turns out to be.
     """
-    if warmup_steps is not None and warmup_ratio is not None:
-        raise ValueError("give optim.scheduler.warmup_steps or optim.scheduler.warmup_ratio, not both")
+    check_warmup(warmup_steps, warmup_ratio, progress is not None)
     if decay not in ("huggingface", "google"):
         raise ValueError(f"optim.scheduler.decay={decay!r}: expected huggingface or google")
-    warmup = warmup_steps if warmup_steps is not None else round((warmup_ratio or 0.0) * total_steps)
+    warmup = warmup_length(total_steps, warmup_steps, warmup_ratio)
     total_steps = max(total_steps, 1)
 
     def google(step: int) -> float:
@@ -84,9 +96,6 @@ def linear_warmup_decay(
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
 
     if progress is not None:
-        if warmup_steps is not None:
-            raise ValueError("a budget lays the schedule over time or tokens, not steps: give "
-                             "optim.scheduler.warmup_ratio and set optim.scheduler.warmup_steps=null")
         w = warmup_ratio or 0.0
 
         def budget_factor(_step: int) -> float:
@@ -124,13 +133,14 @@ def warmup_stable_decay(
 
     With ``progress`` (a training budget's clock, 0..1), the same shape over the budget, warm-up and
     decay as its fractions."""
-    if warmup_steps is not None and warmup_ratio is not None:
-        raise ValueError("give optim.scheduler.warmup_steps or optim.scheduler.warmup_ratio, not both")
+    check_warmup(warmup_steps, warmup_ratio, progress is not None)
     if decay_shape not in DECAY_SHAPES:
         raise ValueError(f"optim.scheduler.decay_shape={decay_shape!r}: expected one of {', '.join(DECAY_SHAPES)}")
     if not all(0 <= r <= 1 for r in (decay_ratio, final_lr_ratio, initial_lr_ratio)):
         raise ValueError(f"optim.scheduler: decay_ratio={decay_ratio}, final_lr_ratio={final_lr_ratio} and "
                          f"initial_lr_ratio={initial_lr_ratio} are fractions, between 0 and 1")
+    if warmup_ratio is not None and warmup_ratio + decay_ratio > 1 + 1e-9:
+        raise ValueError(f"optim.scheduler: warmup_ratio={warmup_ratio} runs into the decay (decay_ratio={decay_ratio})")
     shape = DECAY_SHAPES[decay_shape]
 
     def warming(x: float) -> float:  # x: how far into the warm-up, 0..1
@@ -140,29 +150,20 @@ def warmup_stable_decay(
         return final_lr_ratio + (1.0 - final_lr_ratio) * shape(min(max(x, 0.0), 1.0))
 
     if progress is not None:
-        if warmup_steps is not None:
-            raise ValueError("a budget lays the schedule over time or tokens, not steps: give "
-                             "optim.scheduler.warmup_ratio and set optim.scheduler.warmup_steps=null")
         w, start = warmup_ratio or 0.0, 1.0 - decay_ratio
-        if w > start:
-            raise ValueError(f"optim.scheduler: warmup_ratio={w} runs into the decay (decay_ratio={decay_ratio})")
 
         def budget_factor(_step: int) -> float:
             p = progress()
             if p < w:
                 return warming(p / w)
-            return 1.0 if p < start else decayed((p - start) / decay_ratio)
+            return 1.0 if p < start or not decay_ratio else decayed((p - start) / decay_ratio)
 
         return torch.optim.lr_scheduler.LambdaLR(optimizer, budget_factor)
     total_steps = max(total_steps, 1)
-    warmup = warmup_steps if warmup_steps is not None else round((warmup_ratio or 0.0) * total_steps)
-    decay_steps = round(decay_ratio * total_steps)
-    start = total_steps - decay_steps
-    if warmup_ratio is not None and warmup_ratio + decay_ratio > 1:
-        raise ValueError(f"optim.scheduler: warmup_ratio={warmup_ratio} runs into the decay (decay_ratio={decay_ratio})")
+    warmup = warmup_length(total_steps, warmup_steps, warmup_ratio)
     # the decay starts after the warm-up: two ratios that add up to 1 may round into each other, and a
     # short run (a few max_steps) may not reach the end of a preset's warm-up steps, as with BERT's schedule
-    start = max(start, warmup)
+    start = max(total_steps - round(decay_ratio * total_steps), warmup)
     decay_steps = max(total_steps - start, 0)
 
     def factor(step: int) -> float:

@@ -15,6 +15,7 @@ def test_auto_counts_the_batches_the_encoder_unpads_and_a_resume_counts_on():
                                                      intermediate_size=64, unpad="auto"), num_labels=2)
     module = torch.nn.ModuleDict({"model": model})  # the task module holds the encoder somewhere inside
     counted = UnpaddedBatches("auto")
+    counted.on_train_start(None, module)
     batches = [mask([8, 8, 8, 8], 8),  # no padding: padded
                mask([8, 2, 3, 8], 8),  # 47 % padding: unpadded
                mask([8, 8, 8, 7], 8)]  # 3 %: under auto's 10 %, padded
@@ -25,6 +26,7 @@ def test_auto_counts_the_batches_the_encoder_unpads_and_a_resume_counts_on():
         "model.unpad=auto: 1 of 3 training batches ran on their real tokens alone, the rest padded")
 
     resumed = UnpaddedBatches("auto")
+    resumed.on_train_start(None, module)
     resumed.load_state_dict(counted.state_dict())
     resumed.on_train_batch_start(None, module, {"attention_mask": batches[1]}, 3)
     assert resumed.report()["training_batches"] == 4 and resumed.report()["unpadded"] == 2

@@ -57,6 +57,18 @@ def test_ratios_that_add_up_to_one_warm_up_then_decay_at_any_length(steps):
     assert all(a >= b for a, b in zip(lr[peak:], lr[peak + 1 :])) and lr[-1] > 0.02
 
 
+def test_a_budget_without_a_decay_holds_the_peak_to_its_end():
+    spent = [0.0]
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    schedule = warmup_stable_decay(optimizer, total_steps=1, warmup_ratio=0.1, decay_ratio=0.0,
+                                   progress=lambda: spent[0])
+    for p in (0.5, 1.0):
+        spent[0] = p
+        optimizer.step()
+        schedule.step()
+        assert optimizer.param_groups[0]["lr"] == 1.0
+
+
 def test_a_run_shorter_than_its_warm_up_warms_up_to_its_end():
     assert factors(4, warmup_steps=100, decay_ratio=0.1) == pytest.approx([0.01, 0.02, 0.03, 0.04])
 
