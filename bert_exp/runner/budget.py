@@ -18,6 +18,7 @@ import lightning as L
 import torch
 
 from ..errors import UserError
+from .callbacks import mid_step
 
 TIME_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 TOKEN_UNITS = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9}
@@ -137,7 +138,7 @@ class Budget(L.Callback):
             now = time.monotonic()
             self.clock.spent += now - (self._last if self._last is not None else now)
             self._last = now
-        if trainer.fit_loop._should_accumulate():
+        if mid_step(trainer):
             return  # mid-accumulation: stop only where the optimizer has stepped
         if self.clock.spec.kind == "tokens":
             self._steps_pending += 1

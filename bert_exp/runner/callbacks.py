@@ -211,8 +211,12 @@ class RandomStates(L.Callback):
         self._snapshot_of = self._batches_started
 
 
-def _hold_stop(trainer) -> bool:
-    """Whether a stop now would fall inside an optimizer step's accumulation (it waits for the step)."""
+def mid_step(trainer) -> bool:
+    """Whether the batch just trained on left its optimizer step unfinished (an accumulation, Lightning's
+    or a batch ramp's): a checkpoint, a stop or a step count waits for the step's end."""
+    ramp = getattr(trainer.lightning_module, "ramped_accumulation", None)
+    if ramp is not None:
+        return ramp.mid_step
     return trainer.fit_loop.epoch_loop._should_accumulate()
 
 
@@ -261,7 +265,7 @@ class LastCheckpoint(L.Callback):
         self._saved_step = trainer.global_step
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.fit_loop._should_accumulate():
+        if mid_step(trainer):
             return  # mid-accumulation: the optimizer has not stepped
         step = trainer.global_step
         if (self.every_n_train_steps and step % self.every_n_train_steps == 0) or step == trainer.max_steps:
@@ -371,7 +375,7 @@ class DivergenceCheck(L.Callback):
         if isinstance(loss, torch.Tensor):
             flag = ~torch.isfinite(loss.detach())
             self._loss_flag = flag if self._loss_flag is None else self._loss_flag | flag
-        if trainer.fit_loop._should_accumulate():
+        if mid_step(trainer):
             return  # one verdict per optimizer step
         self._update(trainer.global_step, pl_module.device)
         if trainer.global_step % self.check_every == 0 or trainer.global_step == trainer.max_steps:
@@ -478,7 +482,7 @@ class GracefulStop(L.Callback):
         return decision
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        hold = _hold_stop(trainer)
+        hold = mid_step(trainer)
         if not hold and self._agreed(trainer, hold):
             self._stop_now(trainer)
 

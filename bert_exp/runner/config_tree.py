@@ -64,10 +64,15 @@ def summary_lines(cfg: DictConfig) -> list[str]:
               else f"{epochs} epochs" if epochs else "until stopped")
     data_files = _get(cfg, "data.train_file") or _get(cfg, "data.files")
     data = data_files if isinstance(data_files, str) else f"{len(data_files)} inputs" if data_files else "?"
+    batch = f"batch {_get(cfg, 'global_batch_size')}"
+    ramp = _get(cfg, "trainer.batch_ramp")
+    if ramp:
+        over = f"{ramp.get('share'):.0%} of the run" if ramp.get("share") is not None else f"{ramp.get('tokens')} tokens"
+        batch = f"batch {ramp.get('start')} ramped to {_get(cfg, 'global_batch_size')} over {over} ({ramp.get('shape', 'linear')})"
     return [
         f"run: {_get(cfg, 'experiment_name')} ({_get(cfg, 'task.name')}), model {shape}"
         + (f" from {init}" if init else ", fresh weights"),
-        f"data: {data}; batch {_get(cfg, 'global_batch_size')}, {length}; "
+        f"data: {data}; {batch}, {length}; "
         f"{_get(cfg, 'trainer.accelerator', 'auto')} x{_get(cfg, 'trainer.devices', 1)}, {_get(cfg, 'trainer.precision')}",
     ]
 

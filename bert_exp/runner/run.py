@@ -30,6 +30,7 @@ from .callbacks import (CompileModel, Diverged, DivergenceCheck, EarlyStop, Grac
                         UnpaddedBatches, unpad_note,
                         TokenThroughput)
 from .checkpoint_io import AtomicCheckpointIO
+from .batch_ramp import attach_batch_ramp, ramp_from_config
 from .budget import Budget, BudgetClock, parse_budget
 from .val_check import clamp_val_check_interval
 from .validation import RUNNER_TRAINER_KEYS, validate_config
@@ -150,6 +151,7 @@ def run(cfg: DictConfig) -> float | None:
             vocab = vocab_list(datamodule.tokenizer)
             module = build_task_module(cfg, datamodule, vocab, init)
             budget = make_budget(cfg, module)
+            attach_batch_ramp(cfg, placement, module)  # after the budget: a ramp may follow its clock
             trainer, loggers, throughput = build_trainer(cfg, placement, budget)
             record = RunRecord.start(cfg, job, trainer, datamodule, module, init, loggers, placement)
             return fit(cfg, trainer, module, datamodule, job.ckpt_path, record, throughput, loggers)
@@ -176,6 +178,7 @@ def check_before_work(cfg: DictConfig):
     validate_config(cfg)
     check_combination(cfg)
     placement = dataclasses.replace(derive_placement(cfg), precision_note=chosen)
+    ramp_from_config(cfg, placement)
     if accelerator_kind(cfg.trainer) == "cpu":  # a GPU run's large tensors live on the device
         configure_cpu_allocator(cfg.cpu_allocator)
     _log_through_hydra()
@@ -274,6 +277,10 @@ def build_trainer(cfg: DictConfig, placement, budget: Budget | None = None):
     loggers = [instantiate(c) for c in cfg.logger.values() if c]
     extra = {"accumulate_grad_batches": placement.accumulate_grad_batches}
     trainer_cfg = OmegaConf.to_container(cfg.trainer, resolve=True)
+    if cfg.trainer.get("batch_ramp"):  # the module accumulates and clips (runner/batch_ramp.py)
+        extra["accumulate_grad_batches"] = 1
+        for key in ("gradient_clip_val", "gradient_clip_algorithm"):
+            trainer_cfg.pop(key, None)
     for key in RUNNER_TRAINER_KEYS:  # ours, not Lightning's
         trainer_cfg.pop(key, None)
     if cfg.trainer.get("accelerator") == "tpu":  # what Lightning's XLA support lacks (bert_exp/runner/xla.py)
@@ -492,6 +499,8 @@ def fit(cfg, trainer, module, datamodule, ckpt_path, record: RunRecord, throughp
         unpadded = _callback(trainer, UnpaddedBatches)
         if unpadded is not None:
             ending["unpad"] = unpadded.report()
+        if module.ramped_accumulation is not None:  # the steps and microbatches the ramp ran
+            ending["batch_ramp"] = module.ramped_accumulation.describe()
         record.finish(status, trainer, module, throughput, metrics, loggers, **ending)
     if status == "interrupted":
         sys.exit(128 + (stop.signal or signal.SIGINT))

@@ -21,7 +21,7 @@ from .cpu_allocator import CHOICES as CPU_ALLOCATOR_CHOICES
 
 
 # keys under ``trainer`` that the runner takes out before it instantiates Lightning's Trainer
-RUNNER_TRAINER_KEYS = ("budget", "detect_nonfinite")
+RUNNER_TRAINER_KEYS = ("budget", "batch_ramp", "detect_nonfinite")
 
 
 def _matches(value, annotation) -> bool:

@@ -57,6 +57,8 @@ class BertTask(L.LightningModule):
     head_prefixes: tuple[str, ...] = ()
     # a training budget's clock (runner/budget.py): the fraction spent, which the schedule follows
     budget_progress = None
+    # trainer.batch_ramp (tasks/batch_ramp.py): the module steps the optimizer itself; None: Lightning does
+    ramped_accumulation = None
     last_validated_step = -1
 
     def closing_lines(self, metrics: dict) -> list[str]:
@@ -129,6 +131,10 @@ class BertTask(L.LightningModule):
             return
         self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
 
+    def on_before_optimizer_step(self, optimizer) -> None:
+        if self.ramped_accumulation is not None:  # Lightning clips only what it steps itself
+            self.ramped_accumulation.clip(self, optimizer)
+
     def on_validation_end(self) -> None:
         if not self.trainer.sanity_checking:
             self.last_validated_step = self.global_step
@@ -138,6 +144,12 @@ class BertTask(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint.update(checkpoint_metadata(self))
+        if self.ramped_accumulation is not None:
+            checkpoint["batch_ramp"] = self.ramped_accumulation.state_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if self.ramped_accumulation is not None and "batch_ramp" in checkpoint:
+            self.ramped_accumulation.load_state_dict(checkpoint["batch_ramp"])
 
     def initialise_from(self, ckpt: Checkpoint) -> None:
         """Loads the checkpoint's weights (optimizer and step start fresh). Weights of this task's head

@@ -183,6 +183,13 @@ class PretrainingModule(BertTask):
         return mlm_logits, rtd_logits, rtd_labels, mlm_loss, rtd_loss(rtd_logits, rtd_labels)
 
     def training_step(self, batch, batch_idx):
+        loss = self.training_loss(batch)
+        if self.ramped_accumulation is None:
+            return loss
+        self.ramped_accumulation.train_on(self, loss)  # the batch ramp: this module steps the optimizer
+        return loss.detach()
+
+    def training_loss(self, batch):
         if self.objective == "clm":
             _, lm_loss = self._clm(batch)
             self.log("train/loss", lm_loss)
