@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 
 from .validation import ConfigError, validate_config
 from ..records import write_json
@@ -23,9 +23,16 @@ from .children import INTERRUPTED, run_child
 from .run_dir import finished_job, hydra_overrides, read_run_info
 
 
+def spliced(overrides) -> list[str]:
+    """A stage's overrides, an element that is itself a list (``"${budget_overrides}"``, a list the
+    pipeline's preset shares among its stages) spliced in where it stands: Hydra cannot join lists."""
+    return [str(item) for element in overrides or []
+            for item in (element if isinstance(element, (list, ListConfig)) else [element])]
+
+
 def stage_overrides(cfg: DictConfig, name: str, run_dir: Path, shared: list[str]) -> list[str]:
     stage = cfg.pipeline[name]
-    overrides = [f"+experiment={stage.experiment}", *shared, *stage.get("overrides", []),
+    overrides = [f"+experiment={stage.experiment}", *shared, *spliced(stage.get("overrides")),
                  f"experiment_name={cfg.experiment_name}", "resume_in_place=true"]
     if stage.get("init_from"):
         if stage.init_from not in cfg.pipeline or list(cfg.pipeline).index(stage.init_from) >= list(cfg.pipeline).index(name):
@@ -62,7 +69,7 @@ def evaluate_command(cfg: DictConfig, name: str, run_dir: Path, shared: list[str
     if stage.get("tasks"):
         command += ["--tasks", *stage.tasks]
     # the pipeline's own overrides reach every fine-tuning job, except the seed: the suite sets its own
-    for override in [*(o for o in shared if o.lstrip("+~").partition("=")[0] != "seed"), *stage.get("overrides", [])]:
+    for override in [*(o for o in shared if o.lstrip("+~").partition("=")[0] != "seed"), *spliced(stage.get("overrides"))]:
         command += ["--override", override]
     return command
 

@@ -100,3 +100,14 @@ def test_the_comparison_after_bert_pre_trains_bert_each_recipe_and_each_change_o
     evaluate = stages["evaluate"]
     assert f"scratch=scratch:{tmp_path / 'bert'}" in evaluate
     assert evaluate[evaluate.index("--seeds") + 1] == "3" and evaluate[evaluate.index("--tasks") + 1:][:2] == ["sst2", "cola"]
+
+
+def test_a_shared_list_of_overrides_is_spliced_where_it_stands():
+    from omegaconf import OmegaConf
+
+    from bert_exp.runner.pipeline import spliced
+
+    cfg = OmegaConf.create({"on_budget": ["trainer.budget=4M", "trainer.max_steps=-1"],
+                            "overrides": ["${on_budget}", "+model.dense_bias=false"]})
+    assert spliced(cfg.overrides) == ["trainer.budget=4M", "trainer.max_steps=-1", "+model.dense_bias=false"]
+    assert spliced(None) == []
