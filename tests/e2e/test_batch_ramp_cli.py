@@ -8,6 +8,7 @@ import signal
 import pytest
 import torch
 
+from bert_exp.runner.config_tree import summary_lines
 from bert_exp.runner.run import run
 from bert_exp.tasks.batch_ramp import BatchRamp
 from helpers import REPO, compose_config
@@ -29,6 +30,16 @@ def in_process(cache_dir, monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "tests" / "faults"))
 
 
+@pytest.fixture(scope="module")
+def reference(cache_dir, tmp_path_factory):
+    """One uninterrupted ramped run, for the tests that read it."""
+    run_dir = tmp_path_factory.mktemp("ramped")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BERT_EXP_CACHE", str(cache_dir))
+        run(compose_config(RAMP, run_dir=run_dir))
+    return run_dir
+
+
 def last(run_dir) -> dict:
     return torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
 
@@ -38,19 +49,18 @@ def losses(run_dir) -> list[tuple[str, str]]:
         return [(r["step"], r["train/loss"]) for r in csv.DictReader(f) if r.get("train/loss")]
 
 
-def test_the_ramp_groups_its_microbatches_and_reports_them(in_process, tmp_path, capsys):
-    run(compose_config(RAMP, run_dir=tmp_path))
+def test_the_ramp_groups_its_microbatches_and_reports_them(reference):
     ramp = BatchRamp(1, 4, "linear")
     expected = [ramp.microbatches(step / (0.75 * STEPS)) for step in range(STEPS)]
     assert expected == [1, 1, 2, 2, 3, 3, 4, 4]
-    saved = last(tmp_path)
+    saved = last(reference)
     assert saved["global_step"] == STEPS
     assert saved["batch_ramp"]["microbatches_done"] == sum(expected) == 20
     assert saved["loops"]["fit_loop"]["epoch_loop.batch_progress"]["total"]["processed"] == 20
-    info = json.loads((tmp_path / "run.json").read_text())
+    info = json.loads((reference / "run.json").read_text())
     assert info["batch_ramp"] == {"start_microbatches": 1, "final_microbatches": 4, "shape": "linear",
                                   "steps": STEPS, "microbatches": 20}
-    assert "batch 8 ramped to 32 over 75% of the run (linear)" in capsys.readouterr().out
+    assert "batch 8 ramped to 32 over 75% of the run (linear)" in summary_lines(compose_config(RAMP))[1]
 
 
 def test_a_ramp_at_the_full_batch_trains_as_lightnings_accumulation(in_process, tmp_path):
@@ -65,9 +75,7 @@ def test_a_ramp_at_the_full_batch_trains_as_lightnings_accumulation(in_process, 
         torch.testing.assert_close(mine[key], theirs[key], rtol=1e-5, atol=1e-6, msg=key)
 
 
-def test_a_stop_inside_a_ramped_step_waits_for_its_end_and_resumes_bitwise(in_process, tmp_path):
-    reference = tmp_path / "reference"
-    run(compose_config(RAMP, run_dir=reference))
+def test_a_stop_inside_a_ramped_step_waits_for_its_end_and_resumes_bitwise(reference, in_process, tmp_path):
     # microbatch 7 (0-based) is the second of step 4's three: the run trains the third, then saves
     stopped = tmp_path / "stopped"
     fault = "+callbacks.fault={_target_:inject.SignalAt,signal:SIGTERM,micro_batch:7}"
@@ -84,7 +92,7 @@ def test_a_stop_inside_a_ramped_step_waits_for_its_end_and_resumes_bitwise(in_pr
 
 def test_a_ramp_over_a_share_of_a_token_budget_follows_its_clock(in_process, tmp_path):
     budget = [o for o in RAMP if not o.startswith(("trainer.max_steps", "optim.scheduler.warmup_steps"))]
-    run(compose_config([*budget, "trainer.budget=40k", "optim.scheduler.warmup_steps=null",
+    run(compose_config([*budget, "trainer.budget=24k", "optim.scheduler.warmup_steps=null",
                         "optim.scheduler.warmup_ratio=0.1"], run_dir=tmp_path))
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["status"] == "finished"
