@@ -331,7 +331,9 @@ class RunRecord:
             "host": {"machine": platform.machine(), "cpus": os.cpu_count(),
                      "accelerator": type(trainer.accelerator).__name__, "world_size": trainer.world_size,
                      "device_batch_size": datamodule.batch_size,
-                     "accumulate_grad_batches": trainer.accumulate_grad_batches,
+                     # a batch ramp's is its final one (the module accumulates; Lightning's is 1)
+                     "accumulate_grad_batches": (placement.accumulate_grad_batches if placement is not None
+                                                 else trainer.accumulate_grad_batches),
                      "cpu": cpu_kind().describe,
                      # precision=auto's choice and its reason; else the configured one
                      "precision": {"chosen": str(cfg.trainer.precision),

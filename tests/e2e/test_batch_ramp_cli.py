@@ -60,6 +60,7 @@ def test_the_ramp_groups_its_microbatches_and_reports_them(reference):
     info = json.loads((reference / "run.json").read_text())
     assert info["batch_ramp"] == {"start_microbatches": 1, "final_microbatches": 4, "shape": "linear",
                                   "steps": STEPS, "microbatches": 20}
+    assert info["host"]["accumulate_grad_batches"] == 4  # the final step's microbatches, not Lightning's 1
     assert "batch 8 ramped to 32 over 75% of the run (linear)" in summary_lines(compose_config(RAMP))[1]
 
 
